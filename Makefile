@@ -1,0 +1,50 @@
+# mcpcall: every target sets up what it needs (a .venv, npm peers) on a fresh machine.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check -q
+PEERS  := .npm-peers
+EVERYTHING_VERSION := 2026.8.31
+
+.PHONY: demo test lint bench peers clean
+
+$(VENV)/.base: setup.cfg setup.py pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -e .
+	touch $@
+
+$(VENV)/.test: $(VENV)/.base
+	$(PIP) install -e '.[test]'
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.base
+	$(PIP) install -e '.[dev]'
+	touch $@
+
+$(PEERS)/.installed: Makefile
+	mkdir -p $(PEERS)
+	cd $(PEERS) && npm install --no-audit --no-fund --loglevel=error \
+		@modelcontextprotocol/server-everything@$(EVERYTHING_VERSION)
+	touch $@
+
+peers: $(PEERS)/.installed
+
+## demo: the CLI against the bundled demo server (tools, two calls, latency)
+demo: $(VENV)/.base
+	$(VENV)/bin/mcpcall demo
+
+## test: unit tests and real peers (demo server, official SDK, server-everything)
+test: $(VENV)/.test $(PEERS)/.installed
+	MCPCALL_PEERS=$(CURDIR)/$(PEERS) MCPCALL_REQUIRE_PEERS=1 $(PY) -m pytest $(PYTEST_ARGS)
+
+## lint: ruff and mypy --strict on the package
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff check mcpcall
+	$(VENV)/bin/mypy --strict mcpcall
+
+## bench: calls/s of mcpcall vs the official SDK vs a raw pipe loop
+bench: $(VENV)/.test
+	$(PY) benchmarks/bench_stdio.py
+
+clean:
+	rm -rf $(VENV) $(PEERS) build dist *.egg-info

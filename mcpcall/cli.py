@@ -1,0 +1,247 @@
+"""The ``mcpcall`` command: talk to an MCP server from a shell.
+
+::
+
+    mcpcall [OPTIONS] [SERVER] tools
+    mcpcall [OPTIONS] [SERVER] call NAME [JSON | key=value ...]
+    mcpcall [OPTIONS] [SERVER] info
+    mcpcall demo
+
+SERVER is a command line in one argument (``"npx -y @pkg/server"``); without it
+the bundled demo server is used. ``key=value`` values are read as JSON when
+they parse (``n=3``, ``flag=true``) unless the tool's schema says the argument
+is a string.
+
+Exit status: 0 success, 1 the tool reported an error (isError), 2 bad usage or
+configuration, 3 the server failed (could not start, closed, broke the
+protocol), 4 timeout, 5 the server answered with a JSON-RPC error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any, Dict, List, Optional, Sequence, TextIO
+
+from . import __version__, connect
+from .client import Client
+from .errors import ConfigError, MCPError, RequestTimeout, RPCError
+from .types import CallToolResult, Tool
+
+COMMANDS = ("tools", "call", "info", "demo")
+EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_SERVER, EXIT_TIMEOUT, EXIT_RPC = 0, 1, 2, 3, 4, 5
+
+
+def demo_command() -> List[str]:
+    """The argument list that runs the bundled demo server with this Python."""
+    return [sys.executable, "-m", "mcpcall.demo_server"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="mcpcall",
+        description="Call tools on an MCP server (no SERVER: the bundled demo server).",
+        epilog="exit status: 0 ok, 1 tool error, 2 usage, 3 server failure, 4 timeout, 5 JSON-RPC error",
+    )
+    p.add_argument("words", nargs="*", metavar="[SERVER] COMMAND ARGS", help="tools | call NAME [ARGS] | info | demo")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
+    p.add_argument("--protocol", default="auto", help="auto, legacy, modern, or an exact version")
+    p.add_argument("--env", action="append", default=[], metavar="K=V", help="set a variable for the server")
+    p.add_argument("--inherit-env", action="store_true", help="pass this whole environment to the server")
+    p.add_argument("--cwd", help="working directory of the server")
+    p.add_argument("--stderr", choices=("show", "hide"), default="hide", help="show the server's stderr")
+    p.add_argument("--version", action="version", version=f"mcpcall {__version__}")
+    return p
+
+
+def parse_value(text: str, schema: Optional[Dict[str, Any]]) -> Any:
+    """A ``key=value`` value: JSON when it parses, unless the schema wants a string."""
+    if isinstance(schema, dict) and schema.get("type") == "string":
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse_arguments(words: Sequence[str], tool: Optional[Tool]) -> Dict[str, Any]:
+    """Tool arguments from one JSON object or from ``key=value`` words."""
+    if len(words) == 1 and words[0].lstrip().startswith("{"):
+        try:
+            value = json.loads(words[0])
+        except ValueError as exc:
+            raise ConfigError(f"the arguments are not valid JSON: {exc}") from exc
+        if not isinstance(value, dict):
+            raise ConfigError("the JSON arguments must be an object")
+        return value
+    props = tool.input_schema.get("properties", {}) if tool is not None else {}
+    args: Dict[str, Any] = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"expected key=value or one JSON object, got {word!r}")
+        args[key] = parse_value(value, props.get(key) if isinstance(props, dict) else None)
+    return args
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def _print_result(result: CallToolResult, out: TextIO) -> None:
+    for block in result.content:
+        kind = block.get("type")
+        if kind == "text":
+            out.write(str(block.get("text", "")) + "\n")
+        else:
+            out.write(f"[{kind} content: {json.dumps(block, ensure_ascii=False)[:200]}]\n")
+    if result.structured_content is not None and not any(b.get("type") == "text" for b in result.content):
+        out.write(json.dumps(result.structured_content, indent=2, ensure_ascii=False) + "\n")
+
+
+def _tools(client: Client, as_json: bool, out: TextIO) -> int:
+    tools = client.list_tools()
+    if as_json:
+        out.write(json.dumps([dict(t.raw) for t in tools], indent=2, ensure_ascii=False) + "\n")
+        return EXIT_OK
+    width = max((len(t.name) for t in tools), default=0)
+    for tool in tools:
+        summary = tool.description.strip().splitlines()[0] if tool.description.strip() else ""
+        out.write(f"{tool.name.ljust(width)}  {summary}\n")
+    return EXIT_OK
+
+
+def _call(client: Client, words: Sequence[str], as_json: bool, out: TextIO) -> int:
+    if not words:
+        raise ConfigError("call needs a tool name: mcpcall call NAME [JSON | key=value ...]")
+    name, rest = words[0], words[1:]
+    tool = None
+    if rest and not rest[0].lstrip().startswith("{"):
+        tool = next((t for t in client.list_tools() if t.name == name), None)
+    arguments = parse_arguments(rest, tool)
+    started = time.perf_counter()
+    result = client.call_tool(name, arguments)
+    elapsed = time.perf_counter() - started
+    if as_json:
+        out.write(json.dumps(dict(result.raw), indent=2, ensure_ascii=False) + "\n")
+    else:
+        _print_result(result, out)
+        sys.stderr.write(f"({name}: {_ms(elapsed)}{', tool reported an error' if result.is_error else ''})\n")
+    return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
+
+
+def _info(client: Client, as_json: bool, out: TextIO) -> int:
+    info = {
+        "server": dict(client.server_info.raw) if client.server_info else None,
+        "era": client.era,
+        "protocolVersion": client.protocol_version,
+        "supportedVersions": client.supported_versions,
+        "capabilities": client.capabilities,
+        "instructions": client.instructions,
+    }
+    if as_json:
+        out.write(json.dumps(info, indent=2, ensure_ascii=False) + "\n")
+        return EXIT_OK
+    server = client.server_info
+    out.write(f"server:       {server.name} {server.version}\n" if server else "server:       (unnamed)\n")
+    out.write(f"protocol:     {client.protocol_version} ({client.era})\n")
+    out.write(f"capabilities: {', '.join(sorted(client.capabilities)) or '(none)'}\n")
+    if client.instructions:
+        out.write(f"instructions: {client.instructions}\n")
+    return EXIT_OK
+
+
+def _demo(args: argparse.Namespace, out: TextIO) -> int:
+    command = demo_command()
+    out.write(f"Starting the bundled demo server: {' '.join(command)}\n")
+    started = time.perf_counter()
+    with connect(command, timeout=args.timeout, protocol=args.protocol) as client:
+        out.write(f"Connected in {_ms(time.perf_counter() - started)}: {client.server_info.name if client.server_info else '?'}, "
+                  f"protocol {client.protocol_version} ({client.era} era)\n\n")
+        started = time.perf_counter()
+        tools = client.list_tools()
+        out.write(f"{len(tools)} tools ({_ms(time.perf_counter() - started)}):\n")
+        for tool in tools:
+            out.write(f"  {tool.name:<8} {tool.description.splitlines()[0] if tool.description else ''}\n")
+        out.write("\n")
+        for name, arguments in (("echo", {"message": "hello from mcpcall"}), ("add", {"a": 2, "b": 3})):
+            started = time.perf_counter()
+            result = client.call_tool(name, arguments)
+            elapsed = time.perf_counter() - started
+            out.write(f"call {name} {json.dumps(arguments)} -> {result.text!r}  ({_ms(elapsed)})\n")
+        progress: List[str] = []
+        started = time.perf_counter()
+        result = client.call_tool(
+            "slow", {"seconds": 0.3, "steps": 3}, on_progress=lambda p, t, m: progress.append(f"{p:g}/{t:g}" if t else f"{p:g}")
+        )
+        out.write(f"call slow -> {result.text!r} with progress {', '.join(progress)}  ({_ms(time.perf_counter() - started)})\n")
+        rounds = 200
+        started = time.perf_counter()
+        for i in range(rounds):
+            client.call_tool("add", {"a": i, "b": 1})
+        per_call = (time.perf_counter() - started) / rounds
+        out.write(f"\n{rounds} sequential calls: {_ms(per_call)} per call ({1 / per_call:,.0f} calls/s)\n")
+    return EXIT_OK
+
+
+def main(argv: Optional[Sequence[str]] = None, out: TextIO = sys.stdout) -> int:
+    """Run the command line; returns the exit status."""
+    parser = _parser()
+    args = parser.parse_intermixed_args(argv)
+    words: List[str] = list(args.words)
+    if not words:
+        parser.print_usage(sys.stderr)
+        sys.stderr.write("mcpcall: error: name a command: tools, call, info or demo\n")
+        return EXIT_USAGE
+    server: Optional[str] = None
+    if words[0] not in COMMANDS:
+        server, words = words[0], words[1:]
+    if not words or words[0] not in COMMANDS:
+        sys.stderr.write(f"mcpcall: error: unknown command {words[0] if words else ''!r}; use tools, call, info or demo\n")
+        return EXIT_USAGE
+    command, rest = words[0], words[1:]
+    try:
+        if command == "demo":
+            return _demo(args, out)
+        env = {}
+        for pair in args.env:
+            key, sep, value = pair.partition("=")
+            if not sep:
+                raise ConfigError(f"--env takes K=V, not {pair!r}")
+            env[key] = value
+        with connect(
+            server if server is not None else demo_command(),
+            timeout=args.timeout,
+            protocol=args.protocol,
+            env=env,
+            inherit_env=args.inherit_env or None,
+            cwd=args.cwd,
+            stderr="inherit" if args.stderr == "show" else None,
+        ) as client:
+            if command == "tools":
+                return _tools(client, args.json, out)
+            if command == "call":
+                return _call(client, rest, args.json, out)
+            return _info(client, args.json, out)
+    except ConfigError as exc:
+        sys.stderr.write(f"mcpcall: {exc}\n")
+        return EXIT_USAGE
+    except RequestTimeout as exc:
+        sys.stderr.write(f"mcpcall: {exc}\n")
+        return EXIT_TIMEOUT
+    except RPCError as exc:
+        sys.stderr.write(f"mcpcall: {exc}\n")
+        return EXIT_RPC
+    except MCPError as exc:
+        sys.stderr.write(f"mcpcall: {exc}\n")
+        return EXIT_SERVER
+    except KeyboardInterrupt:
+        return 130
+
+
+def main_exit() -> None:
+    """Entry point of the ``mcpcall`` console script."""
+    sys.exit(main())

@@ -1,0 +1,660 @@
+"""The MCP session over any transport, in either protocol era.
+
+- **legacy** (2024-11-05 … 2025-11-25): the ``initialize`` handshake, then
+  requests; the server may send requests of its own (ping, sampling, …).
+- **modern** (2026-07-28): no handshake; every request carries the protocol
+  version, client capabilities and client info in ``params._meta``; a server
+  needing input answers ``resultType: "input_required"`` and the request is
+  retried with the answers (multi round-trip requests).
+
+With ``protocol="auto"`` the client probes with ``server/discover``: a result,
+or a -32022 naming a modern version, means modern; any other error or silence
+within ``probe_timeout`` means legacy, and ``initialize`` follows. The outcome
+is remembered per server command (or origin) for the life of the process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import weakref
+from concurrent.futures import Future
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+from ._version import __version__ as _version
+from . import jsonrpc
+from .callbacks import CallbackRunner
+from .dispatcher import CONTINUED, Dispatcher, ProgressCallback, RequestFuture
+from .errors import ConfigError, MCPError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
+from .transports.base import Transport
+from .types import CallToolResult, Implementation, Tool, parse_call_result, parse_tool
+
+__all__ = [
+    "Client",
+    "LEGACY_VERSIONS",
+    "MODERN_VERSIONS",
+    "LATEST_LEGACY_VERSION",
+    "LATEST_MODERN_VERSION",
+    "Handler",
+]
+
+log = logging.getLogger("mcpcall.client")
+
+LEGACY_VERSIONS: Tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+MODERN_VERSIONS: Tuple[str, ...] = ("2026-07-28",)
+LATEST_LEGACY_VERSION = LEGACY_VERSIONS[0]
+LATEST_MODERN_VERSION = MODERN_VERSIONS[0]
+
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+
+#: A handler for a request the server makes of the client: params in, result out.
+Handler = Callable[[Dict[str, Any]], Dict[str, Any]]
+
+_MRTR_METHODS = frozenset({"tools/call", "resources/read", "prompts/get"})
+_MAX_ROUNDS = 16
+_CAPABILITY_OF = {
+    "sampling/createMessage": ("sampling", {}),
+    "elicitation/create": ("elicitation", {"form": {}}),
+    "roots/list": ("roots", {}),
+}
+_LOG_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "alert": logging.CRITICAL,
+    "emergency": logging.CRITICAL,
+}
+
+# Era found per server (argv or origin): ("modern"|"legacy", version).
+_era_cache: Dict[Any, Tuple[str, str]] = {}
+_live_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
+
+
+class Client:
+    """A connection to one MCP server. Thread-safe; use it as a context manager.
+
+    Build one with :func:`mcpcall.connect`. Every method that waits takes a
+    ``timeout`` in seconds (default: the client's ``timeout``); when it passes,
+    the request is cancelled at the server and :class:`RequestTimeout` raised.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        timeout: float = 60.0,
+        protocol: str = "auto",
+        client_info: Optional[Union[Implementation, Mapping[str, Any]]] = None,
+        handlers: Optional[Mapping[str, Handler]] = None,
+        capabilities: Optional[Mapping[str, Any]] = None,
+        probe_timeout: float = 5.0,
+        log_level: Optional[str] = None,
+    ) -> None:
+        if protocol not in ("auto", "legacy", "modern") and protocol not in LEGACY_VERSIONS + MODERN_VERSIONS:
+            raise ConfigError(
+                f"protocol must be 'auto', 'legacy', 'modern' or one of "
+                f"{', '.join(MODERN_VERSIONS + LEGACY_VERSIONS)}; got {protocol!r}"
+            )
+        self.transport = transport
+        self.name = transport.name
+        self.timeout = timeout
+        self.protocol = protocol
+        self.probe_timeout = probe_timeout
+        self.log_level = log_level
+        if client_info is None:
+            self.client_info = Implementation(name="mcpcall", version=_version)
+        elif isinstance(client_info, Implementation):
+            self.client_info = client_info
+        else:
+            self.client_info = Implementation.from_wire(dict(client_info))
+        self._handlers: Dict[str, Handler] = dict(handlers or {})
+        self._client_capabilities = self._capabilities_for(capabilities)
+        self._notification_handlers: Dict[str, List[Callable[[Dict[str, Any]], None]]] = {}
+        self.callbacks = CallbackRunner(self.name)
+        self.dispatcher = Dispatcher(
+            transport,
+            name=self.name,
+            callbacks=self.callbacks,
+            on_request=self._on_server_request,
+            on_notification=self._on_server_notification,
+        )
+        self.era: Optional[str] = None
+        self.protocol_version: Optional[str] = None
+        self.server_info: Optional[Implementation] = None
+        self.capabilities: Dict[str, Any] = {}
+        self.instructions: Optional[str] = None
+        self.supported_versions: List[str] = []
+        self._meta: Dict[str, Any] = {}
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._server_logger = logging.getLogger(f"mcpcall.server.{self.name}")
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else (self.protocol_version or "not connected")
+        return f"<mcpcall.Client {self.name!r} {state}>"
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def connect(self) -> "Client":
+        """Start the transport and agree on a protocol era and version."""
+        _live_clients.add(self)
+        try:
+            self.transport.start(self.dispatcher)
+            self._negotiate()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Fail what is in flight, stop the server (stdio) or connection, end every thread."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        from .errors import ConnectionClosed
+
+        self.dispatcher.fail_all(ConnectionClosed(f"client for server {self.name!r} was closed"))
+        try:
+            self.transport.close()
+        finally:
+            self.callbacks.close()
+            _live_clients.discard(self)
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
+    # -- era negotiation -----------------------------------------------------------
+
+    def _capabilities_for(self, explicit: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+        caps: Dict[str, Any] = {}
+        for method in self._handlers:
+            if method in _CAPABILITY_OF:
+                key, value = _CAPABILITY_OF[method]
+                caps[key] = dict(value)
+        caps.update(explicit or {})
+        return caps
+
+    def _cache_key(self) -> Any:
+        return getattr(self.transport, "era_cache_key", None)
+
+    def _negotiate(self) -> None:
+        protocol = self.protocol
+        if protocol in LEGACY_VERSIONS:
+            self._initialize(protocol)
+            return
+        if protocol == "legacy":
+            self._initialize(LATEST_LEGACY_VERSION)
+            return
+        if protocol in MODERN_VERSIONS:
+            self._discover(protocol, probe=False)
+            return
+        if protocol == "modern":
+            self._discover(LATEST_MODERN_VERSION, probe=False)
+            return
+        key = self._cache_key()
+        cached = _era_cache.get(key) if key is not None else None
+        if cached is not None:
+            era, version = cached
+            try:
+                if era == "modern":
+                    self._discover(version, probe=False)
+                else:
+                    self._initialize(version)
+                return
+            except (RPCError, ProtocolError, RequestTimeout):
+                log.info("server %r no longer speaks %s %s; probing again", self.name, era, version)
+                _era_cache.pop(key, None)
+        if self._discover(LATEST_MODERN_VERSION, probe=True):
+            return
+        self._initialize(LATEST_LEGACY_VERSION)
+
+    def _discover(self, version: str, *, probe: bool) -> bool:
+        """Call server/discover at ``version``; on a modern answer adopt it and return True.
+
+        When probing, a non-modern error or silence returns False (legacy server).
+        """
+        tried = set()
+        while True:
+            tried.add(version)
+            timeout = min(self.probe_timeout, self.timeout) if probe else self.timeout
+            params = {"_meta": self._request_meta(version)}
+            future = self.dispatcher.request("server/discover", params, timeout, cancel_on_timeout=not probe)
+            try:
+                result = future.result()
+            except UnsupportedVersion as exc:
+                modern = [v for v in MODERN_VERSIONS if v in exc.supported and v not in tried]
+                if modern:
+                    version = modern[0]
+                    continue
+                legacy = [v for v in LEGACY_VERSIONS if v in exc.supported]
+                if legacy:
+                    self._initialize(legacy[0])
+                    return True
+                raise ProtocolError(
+                    f"server {self.name!r} supports protocol versions {list(exc.supported)}, none of which "
+                    f"mcpcall speaks ({', '.join(MODERN_VERSIONS + LEGACY_VERSIONS)})"
+                ) from exc
+            except (RPCError, RequestTimeout) as exc:
+                if probe:
+                    log.debug("server %r did not answer server/discover as a modern server (%s); legacy", self.name, exc)
+                    return False
+                raise ProtocolError(f"server {self.name!r} is not a modern ({version}) MCP server: {exc}") from exc
+            break
+        self._check_result_type(result, "server/discover")
+        supported = result.get("supportedVersions")
+        supported = [v for v in supported if isinstance(v, str)] if isinstance(supported, list) else []
+        if supported and version not in supported:
+            common = [v for v in MODERN_VERSIONS if v in supported]
+            if common:
+                version = common[0]
+            elif probe:
+                legacy = [v for v in LEGACY_VERSIONS if v in supported]
+                if legacy:
+                    self._initialize(legacy[0])
+                    return True
+                return False
+            else:
+                raise ProtocolError(f"server {self.name!r} supports only {supported}; mcpcall speaks {version}")
+        self._adopt_modern(version, result, supported)
+        return True
+
+    def _adopt_modern(self, version: str, result: Dict[str, Any], supported: List[str]) -> None:
+        self.era = "modern"
+        self.protocol_version = version
+        self.supported_versions = supported or [version]
+        caps = result.get("capabilities")
+        self.capabilities = caps if isinstance(caps, dict) else {}
+        meta = result.get("_meta")
+        info = meta.get(META_SERVER_INFO) if isinstance(meta, dict) else None
+        self.server_info = Implementation.from_wire(info) if isinstance(info, dict) else None
+        instructions = result.get("instructions")
+        self.instructions = instructions if isinstance(instructions, str) else None
+        self._meta = self._request_meta(version)
+        self._remember("modern", version)
+
+    def _request_meta(self, version: str) -> Dict[str, Any]:
+        meta: Dict[str, Any] = {
+            META_VERSION: version,
+            META_CAPABILITIES: self._client_capabilities,
+            META_CLIENT_INFO: self.client_info.to_wire(),
+        }
+        if self.log_level:
+            meta[META_LOG_LEVEL] = self.log_level
+        return meta
+
+    def _initialize(self, version: str) -> None:
+        params = {
+            "protocolVersion": version,
+            "capabilities": self._client_capabilities,
+            "clientInfo": self.client_info.to_wire(),
+        }
+        future = self.dispatcher.request("initialize", params, self.timeout, cancel_on_timeout=False)
+        result = future.result()
+        chosen = result.get("protocolVersion")
+        if chosen not in LEGACY_VERSIONS:
+            raise ProtocolError(
+                f"server {self.name!r} answered initialize with protocol version {chosen!r}, which mcpcall "
+                f"does not speak (it speaks {', '.join(LEGACY_VERSIONS)})"
+            )
+        self.era = "legacy"
+        self.protocol_version = chosen
+        self.supported_versions = [chosen]
+        caps = result.get("capabilities")
+        self.capabilities = caps if isinstance(caps, dict) else {}
+        self.server_info = Implementation.from_wire(result.get("serverInfo"))
+        instructions = result.get("instructions")
+        self.instructions = instructions if isinstance(instructions, str) else None
+        self.dispatcher.notify("notifications/initialized")
+        if self.log_level and "logging" in self.capabilities:
+            self.request("logging/setLevel", {"level": self.log_level})
+        self._remember("legacy", chosen)
+
+    def _remember(self, era: str, version: str) -> None:
+        key = self._cache_key()
+        if key is not None:
+            _era_cache[key] = (era, version)
+
+    # -- requests ------------------------------------------------------------------
+
+    def _params(self, params: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+        """Add the modern per-request ``_meta`` (a caller's own ``_meta`` keys win)."""
+        if self.era != "modern":
+            return params
+        if not params:
+            return {"_meta": self._meta}
+        out = dict(params)
+        extra = params.get("_meta")
+        if extra:
+            meta = dict(self._meta)
+            meta.update(extra)
+            out["_meta"] = meta
+        else:
+            out["_meta"] = self._meta
+        return out
+
+    def request(
+        self,
+        method: str,
+        params: Optional[Dict[str, Any]] = None,
+        timeout: Optional[float] = None,
+        *,
+        on_progress: Optional[ProgressCallback] = None,
+        reset_timeout_on_progress: bool = False,
+        max_timeout: Optional[float] = None,
+    ) -> "Future[Dict[str, Any]]":
+        """Send any request; returns a Future of the raw result dict.
+
+        In the modern era the per-request ``_meta`` is added, and a request that
+        needs input (``input_required``) is answered through the handlers and
+        retried until it completes.
+        """
+        return self._send(method, params, timeout, None, on_progress, reset_timeout_on_progress, max_timeout)
+
+    def _send(
+        self,
+        method: str,
+        params: Optional[Dict[str, Any]],
+        timeout: Optional[float],
+        transform: Optional[Callable[[Dict[str, Any]], Any]],
+        on_progress: Optional[ProgressCallback] = None,
+        reset_timeout_on_progress: bool = False,
+        max_timeout: Optional[float] = None,
+    ) -> RequestFuture:
+        if self._closed:
+            from .errors import ConnectionClosed
+
+            raise ConnectionClosed(f"client for server {self.name!r} is closed")
+        if timeout is None:
+            timeout = self.timeout
+        future = RequestFuture(method)
+        final = transform
+        if self.era == "modern":
+            final = self._modern_transform(
+                method, params, timeout, transform, future, on_progress, reset_timeout_on_progress, max_timeout
+            )
+        return self.dispatcher.request(
+            method,
+            self._params(params),
+            timeout,
+            transform=final,
+            on_progress=on_progress,
+            reset_timeout_on_progress=reset_timeout_on_progress,
+            max_timeout=max_timeout,
+            future=future,
+        )
+
+    def _modern_transform(
+        self,
+        method: str,
+        params: Optional[Dict[str, Any]],
+        timeout: Optional[float],
+        transform: Optional[Callable[[Dict[str, Any]], Any]],
+        future: RequestFuture,
+        on_progress: Optional[ProgressCallback],
+        reset: bool,
+        max_timeout: Optional[float],
+    ) -> Callable[[Dict[str, Any]], Any]:
+        """Check ``resultType``; on ``input_required`` take over and retry with the answers."""
+        rounds = [0]
+
+        def handle(result: Dict[str, Any]) -> Any:
+            kind = result.get("resultType", "complete")
+            if kind == "complete":
+                return transform(result) if transform is not None else result
+            if kind == "input_required" and method in _MRTR_METHODS:
+                rounds[0] += 1
+                if rounds[0] > _MAX_ROUNDS:
+                    raise ProtocolError(f"server {self.name!r} asked for input {_MAX_ROUNDS} times on one {method}; gave up")
+                self.callbacks.submit(self._answer_input_required, method, params, result, future, timeout, handle, on_progress, reset, max_timeout)
+                return CONTINUED
+            raise ProtocolError(f"server {self.name!r} answered {method} with resultType {kind!r}, which mcpcall does not know")
+
+        return handle
+
+    def _answer_input_required(
+        self,
+        method: str,
+        params: Optional[Dict[str, Any]],
+        result: Dict[str, Any],
+        future: RequestFuture,
+        timeout: Optional[float],
+        handle: Callable[[Dict[str, Any]], Any],
+        on_progress: Optional[ProgressCallback],
+        reset: bool,
+        max_timeout: Optional[float],
+    ) -> None:
+        if future.done():
+            return
+        try:
+            requests = result.get("inputRequests")
+            responses: Dict[str, Any] = {}
+            if isinstance(requests, dict):
+                for key, req in requests.items():
+                    if not isinstance(req, dict) or not isinstance(req.get("method"), str):
+                        raise ProtocolError(f"server {self.name!r} sent a malformed input request {key!r}")
+                    responses[key] = self._run_handler(req["method"], req.get("params") or {})
+            retry = dict(params or {})
+            retry.pop("inputResponses", None)
+            retry.pop("requestState", None)
+            if responses:
+                retry["inputResponses"] = responses
+            state = result.get("requestState")
+            if isinstance(state, str):
+                retry["requestState"] = state
+            self.dispatcher.request(
+                method,
+                self._params(retry),
+                timeout,
+                transform=handle,
+                on_progress=on_progress,
+                reset_timeout_on_progress=reset,
+                max_timeout=max_timeout,
+                future=future,
+            )
+        except BaseException as exc:
+            if not future.done():
+                future.set_exception(exc)
+
+    @staticmethod
+    def _wait(future: "Future[Any]") -> Any:
+        # Every request has a deadline on the scheduler, so this wait ends.
+        try:
+            return future.result()
+        except BaseException:
+            if not future.done():
+                future.cancel()  # interrupted while waiting (Ctrl-C): tell the server
+            raise
+
+    # -- typed methods ---------------------------------------------------------------
+
+    def list_tools(self, timeout: Optional[float] = None) -> List[Tool]:
+        """Every tool of the server (all pages)."""
+        return [parse_tool(item) for item in self._paginate("tools/list", "tools", timeout)]
+
+    def _paginate(self, method: str, key: str, timeout: Optional[float]) -> Iterator[Any]:
+        cursor: Optional[str] = None
+        seen = set()
+        while True:
+            params = {"cursor": cursor} if cursor is not None else None
+            page = self._wait(self._send(method, params, timeout, None))
+            items = page.get(key)
+            if not isinstance(items, list):
+                raise ProtocolError(f"server {self.name!r} answered {method} without a list {key!r}")
+            yield from items
+            cursor = page.get("nextCursor")
+            if cursor is None or cursor == "":
+                return
+            if not isinstance(cursor, str) or cursor in seen:
+                raise ProtocolError(f"server {self.name!r} repeated or sent a bad nextCursor {cursor!r} for {method}")
+            seen.add(cursor)
+
+    def call_tool_future(
+        self,
+        name: str,
+        arguments: Optional[Mapping[str, Any]] = None,
+        *,
+        timeout: Optional[float] = None,
+        on_progress: Optional[ProgressCallback] = None,
+        reset_timeout_on_progress: bool = False,
+        max_timeout: Optional[float] = None,
+        meta: Optional[Mapping[str, Any]] = None,
+    ) -> "Future[CallToolResult]":
+        """Call a tool without waiting; the Future yields a :class:`CallToolResult`.
+
+        ``future.cancel()`` cancels the call at the server too.
+        """
+        params: Dict[str, Any] = {"name": name, "arguments": dict(arguments) if arguments else {}}
+        if meta:
+            params["_meta"] = dict(meta)
+
+        def to_result(result: Dict[str, Any]) -> CallToolResult:
+            return parse_call_result(result, name)
+
+        future = self._send("tools/call", params, timeout, to_result, on_progress, reset_timeout_on_progress, max_timeout)
+        return future
+
+    def call_tool(
+        self,
+        name: str,
+        arguments: Optional[Mapping[str, Any]] = None,
+        *,
+        timeout: Optional[float] = None,
+        on_progress: Optional[ProgressCallback] = None,
+        reset_timeout_on_progress: bool = False,
+        max_timeout: Optional[float] = None,
+        meta: Optional[Mapping[str, Any]] = None,
+    ) -> CallToolResult:
+        """Call a tool and wait for its result.
+
+        ``on_progress(progress, total, message)`` runs on the client's callbacks
+        thread for each progress notification.
+        """
+        return self._wait(  # type: ignore[no-any-return]
+            self.call_tool_future(
+                name,
+                arguments,
+                timeout=timeout,
+                on_progress=on_progress,
+                reset_timeout_on_progress=reset_timeout_on_progress,
+                max_timeout=max_timeout,
+                meta=meta,
+            )
+        )
+
+    def notify(self, method: str, params: Optional[Dict[str, Any]] = None) -> None:
+        """Send a notification to the server."""
+        self.dispatcher.notify(method, params)
+
+    def ping(self, timeout: Optional[float] = None) -> None:
+        """Check the server answers (modern servers have no ping: ``server/discover`` is used)."""
+        method = "server/discover" if self.era == "modern" else "ping"
+        self._wait(self._send(method, None, timeout, None))
+
+    def list_resources(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+        """Every resource of the server (all pages), as wire dicts."""
+        return list(self._paginate("resources/list", "resources", timeout))
+
+    def read_resource(self, uri: str, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """The ``resources/read`` result for ``uri``."""
+        return self._wait(self._send("resources/read", {"uri": uri}, timeout, None))  # type: ignore[no-any-return]
+
+    def list_prompts(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+        """Every prompt of the server (all pages), as wire dicts."""
+        return list(self._paginate("prompts/list", "prompts", timeout))
+
+    def get_prompt(self, name: str, arguments: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """The ``prompts/get`` result."""
+        params: Dict[str, Any] = {"name": name}
+        if arguments:
+            params["arguments"] = dict(arguments)
+        return self._wait(self._send("prompts/get", params, timeout, None))  # type: ignore[no-any-return]
+
+    # -- what the server sends us ----------------------------------------------------
+
+    def set_handler(self, method: str, handler: Optional[Handler]) -> None:
+        """Answer the server's ``method`` requests with ``handler(params) -> result``.
+
+        Set handlers before connecting so the capability is declared.
+        """
+        if handler is None:
+            self._handlers.pop(method, None)
+        else:
+            self._handlers[method] = handler
+
+    def on_notification(self, method: str, callback: Callable[[Dict[str, Any]], None]) -> None:
+        """Run ``callback(params)`` on the callbacks thread for each ``method`` notification ("*": all)."""
+        self._notification_handlers.setdefault(method, []).append(callback)
+
+    def _run_handler(self, method: str, params: Dict[str, Any]) -> Dict[str, Any]:
+        handler = self._handlers.get(method)
+        if handler is None:
+            raise RPCError(jsonrpc.METHOD_NOT_FOUND, f"the client has no handler for {method}")
+        result = handler(params)
+        if not isinstance(result, dict):
+            raise ProtocolError(f"the handler for {method} returned {type(result).__name__}, not a dict")
+        return result
+
+    def _on_server_request(self, message: Dict[str, Any]) -> None:
+        method = message["method"]
+        if method not in self._handlers:
+            self.dispatcher.reply(jsonrpc.error_response(message["id"], jsonrpc.METHOD_NOT_FOUND, f"method not found: {method}"))
+            return
+        self.callbacks.submit(self._answer_server_request, message)
+
+    def _answer_server_request(self, message: Dict[str, Any]) -> None:
+        params = message.get("params")
+        try:
+            result = self._run_handler(message["method"], params if isinstance(params, dict) else {})
+            reply = jsonrpc.result_response(message["id"], result)
+        except RPCError as exc:
+            reply = jsonrpc.error_response(message["id"], exc.code, exc.message, exc.data)
+        except Exception as exc:
+            log.exception("handler for %s failed", message["method"])
+            reply = jsonrpc.error_response(message["id"], jsonrpc.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+        self.dispatcher.reply(reply)
+
+    def _on_server_notification(self, message: Dict[str, Any]) -> None:
+        method = message["method"]
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        if method == "notifications/message":
+            level = _LOG_LEVELS.get(str(params.get("level")), logging.INFO)
+            self._server_logger.log(level, "%s", params.get("data"))
+        callbacks = self._notification_handlers.get(method, []) + self._notification_handlers.get("*", [])
+        for callback in callbacks:
+            self.callbacks.submit(callback, params)
+
+    def _check_result_type(self, result: Dict[str, Any], method: str) -> None:
+        kind = result.get("resultType", "complete")
+        if kind != "complete":
+            raise ProtocolError(f"server {self.name!r} answered {method} with resultType {kind!r}")
+
+
+def close_all() -> None:
+    """Close every open client (runs at interpreter exit)."""
+    for client in list(_live_clients):
+        try:
+            client.close()
+        except Exception:  # pragma: no cover
+            log.debug("closing %r at exit failed", client, exc_info=True)
+
+
+atexit.register(close_all)
+

@@ -1,0 +1,118 @@
+"""The errors mcpcall raises.
+
+Every error derives from :class:`MCPError`; where a builtin exception means the
+same thing, the error derives from it too, so ``except TimeoutError`` keeps
+working::
+
+    MCPError
+    ├── ConfigError            (also ValueError)   a bad server spec or option
+    ├── RequestTimeout         (also TimeoutError) no answer within the timeout
+    ├── RPCError                                   the server answered with a JSON-RPC error
+    │   └── UnsupportedVersion                     -32022: the server wants another version
+    ├── ToolError                                  a tool result had isError: true
+    ├── ProtocolError                              the peer broke the protocol
+    ├── ConnectionClosed       (also ConnectionError) the server went away
+    └── ForkedClient                               a client used in a forked child process
+
+Foreign exceptions (``OSError``, ``json`` errors) are mapped to these at the
+transport boundary, keeping the original as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+__all__ = [
+    "MCPError",
+    "ConfigError",
+    "RequestTimeout",
+    "RPCError",
+    "UnsupportedVersion",
+    "ToolError",
+    "ProtocolError",
+    "ConnectionClosed",
+    "ForkedClient",
+]
+
+
+class MCPError(Exception):
+    """Root of every mcpcall error."""
+
+
+class ConfigError(MCPError, ValueError):
+    """The server spec or an option is wrong; nothing was started."""
+
+
+class RequestTimeout(MCPError, TimeoutError):
+    """A request got no answer in time. The server was told to cancel it."""
+
+    def __init__(self, message: str, *, method: str = "", timeout: float = 0.0) -> None:
+        super().__init__(message)
+        self.method = method
+        self.timeout = timeout
+
+
+class RPCError(MCPError):
+    """The server answered a request with a JSON-RPC error object."""
+
+    def __init__(self, code: int, message: str, data: Any = None, *, server: str = "", method: str = "") -> None:
+        self.code = code
+        self.message = message
+        self.data = data
+        self.server = server
+        self.method = method
+        where = f"server {server!r}" if server else "server"
+        call = f" to {method}" if method else ""
+        super().__init__(f"{where} answered{call} with error {code}: {message}")
+
+
+class UnsupportedVersion(RPCError):
+    """Error -32022: the server does not speak the requested protocol version."""
+
+    @property
+    def supported(self) -> Sequence[str]:
+        """The versions the server says it supports (may be empty)."""
+        data = self.data if isinstance(self.data, dict) else {}
+        versions = data.get("supported")
+        return [v for v in versions if isinstance(v, str)] if isinstance(versions, list) else []
+
+
+class ToolError(MCPError):
+    """A tool ran and reported failure (``isError: true``); raised by ``raise_for_error()``."""
+
+    def __init__(self, message: str, result: Any = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class ProtocolError(MCPError):
+    """The peer sent something the protocol does not allow (bad JSON-RPC, oversize message, …)."""
+
+
+class ConnectionClosed(MCPError, ConnectionError):
+    """The server is gone: its process exited or its connection dropped.
+
+    ``returncode`` and ``stderr_tail`` are set for stdio servers when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        returncode: Optional[int] = None,
+        stderr_tail: Sequence[str] = (),
+    ) -> None:
+        self.returncode = returncode
+        self.stderr_tail = list(stderr_tail)
+        detail = message
+        if self.stderr_tail:
+            detail += "\nlast lines of its stderr:\n  " + "\n  ".join(self.stderr_tail)
+        super().__init__(detail)
+        self.reason = message
+
+
+class ForkedClient(MCPError):
+    """A client (and its pipes and threads) was created before ``os.fork()``.
+
+    Create a new client in the child process instead.
+    """

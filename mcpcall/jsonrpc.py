@@ -1,0 +1,174 @@
+"""JSON-RPC 2.0 messages as plain dicts and bytes: build, encode, decode, classify.
+
+This module does no I/O and starts no threads; every function is pure, so the
+rules of the wire format are tested on their own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Dict, Optional, Union
+
+from .errors import ProtocolError
+
+__all__ = [
+    "RequestId",
+    "PARSE_ERROR",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "INVALID_PARAMS",
+    "INTERNAL_ERROR",
+    "HEADER_MISMATCH",
+    "MISSING_CLIENT_CAPABILITY",
+    "UNSUPPORTED_PROTOCOL_VERSION",
+    "REQUEST",
+    "NOTIFICATION",
+    "RESPONSE",
+    "INVALID",
+    "is_valid_id",
+    "request",
+    "notification",
+    "result_response",
+    "error_response",
+    "encode",
+    "encode_line",
+    "decode",
+    "classify",
+    "peek_id",
+]
+
+RequestId = Union[int, str]
+Message = Dict[str, Any]
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+HEADER_MISMATCH = -32020
+MISSING_CLIENT_CAPABILITY = -32021
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+# What classify() says a message is.
+REQUEST = "request"
+NOTIFICATION = "notification"
+RESPONSE = "response"
+INVALID = "invalid"
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_loads = json.loads
+
+
+def is_valid_id(value: object) -> bool:
+    """True for an id MCP allows: a string or an integer (``bool`` is not an integer here)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def request(request_id: RequestId, method: str, params: Optional[Dict[str, Any]] = None) -> Message:
+    """A request message; ``params`` is left out when ``None``."""
+    if not is_valid_id(request_id):
+        raise ValueError(f"a JSON-RPC request id must be a string or an integer, not {request_id!r}")
+    msg: Message = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        msg["params"] = params
+    return msg
+
+
+def notification(method: str, params: Optional[Dict[str, Any]] = None) -> Message:
+    """A notification message (no id, no answer expected)."""
+    msg: Message = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        msg["params"] = params
+    return msg
+
+
+def result_response(request_id: RequestId, result: Dict[str, Any]) -> Message:
+    """A successful response to the request with ``request_id``."""
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def error_response(request_id: Optional[RequestId], code: int, message: str, data: Any = None) -> Message:
+    """An error response; ``request_id`` is ``None`` only when the request's id could not be read."""
+    error: Dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def encode(message: Message) -> bytes:
+    """The compact UTF-8 JSON text of ``message`` (no newline)."""
+    return _dumps(message).encode("utf-8")
+
+
+def encode_line(message: Message) -> bytes:
+    """``message`` framed for a newline-delimited stream.
+
+    JSON escapes control characters inside strings, so the only newline is the
+    terminator.
+    """
+    return (_dumps(message) + "\n").encode("utf-8")
+
+
+def decode(data: Union[bytes, str]) -> Any:
+    """Parse one JSON text; raise :class:`ProtocolError` when it is not JSON."""
+    try:
+        return _loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        excerpt = data[:80]
+        raise ProtocolError(f"not JSON ({exc}): {excerpt!r}") from exc
+
+
+def classify(message: Any) -> str:
+    """Say what a decoded message is: REQUEST, NOTIFICATION, RESPONSE or INVALID.
+
+    A RESPONSE has a valid id and exactly one of ``result`` (an object) or
+    ``error`` (an object with an integer code). Anything else that is not a
+    well-formed request or notification is INVALID.
+    """
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return INVALID
+    method = message.get("method")
+    if method is not None:
+        if not isinstance(method, str):
+            return INVALID
+        params = message.get("params")
+        if params is not None and not isinstance(params, (dict, list)):
+            return INVALID
+        if "id" not in message:
+            return NOTIFICATION
+        return REQUEST if is_valid_id(message["id"]) else INVALID
+    has_result = "result" in message
+    has_error = "error" in message
+    if has_result == has_error:
+        return INVALID
+    if has_error:
+        error = message["error"]
+        if not isinstance(error, dict) or not isinstance(error.get("code"), int) or isinstance(error.get("code"), bool):
+            return INVALID
+        # An error may carry a null id when the peer could not read ours.
+        rid = message.get("id")
+        return RESPONSE if rid is None or is_valid_id(rid) else INVALID
+    if not isinstance(message["result"], dict):
+        return INVALID
+    return RESPONSE if is_valid_id(message.get("id")) else INVALID
+
+
+_ID_AT_TOP = re.compile(rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.){0,200}")\s*[,}]')
+
+
+def peek_id(head: bytes) -> Optional[RequestId]:
+    """Read the id of a message from the first bytes of its text, if it stands first.
+
+    Used for a message too large to parse: when its id comes before anything
+    else (as most servers write it), the one request it answers can be failed
+    instead of every request in flight. Returns ``None`` when unsure.
+    """
+    match = _ID_AT_TOP.match(head)
+    if match is None:
+        return None
+    try:
+        value = _loads(match.group(1))
+    except ValueError:
+        return None
+    return value if is_valid_id(value) else None

@@ -1,0 +1,64 @@
+"""What every transport offers, and what it is handed.
+
+A transport turns messages into bytes and back. It is started with a
+:class:`Receiver` (the dispatcher) and calls it from its own reader thread(s):
+``on_message`` for each decoded message, ``on_bad_message`` when something
+unreadable arrived, ``on_close`` once when the connection is gone for good.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from typing import Protocol
+
+from ..jsonrpc import RequestId
+
+__all__ = ["Receiver", "Transport"]
+
+
+class Receiver(Protocol):
+    """The side that consumes what a transport reads (the dispatcher)."""
+
+    def on_message(self, message: Dict[str, Any]) -> None:
+        """A decoded JSON object arrived (not yet checked for JSON-RPC shape)."""
+
+    def on_bad_message(self, error: BaseException, request_id: Optional[RequestId]) -> None:
+        """Something unusable arrived; ``request_id`` names the request it answered, if known."""
+
+    def on_close(self, error: BaseException) -> None:
+        """The connection ended; ``error`` (a ConnectionClosed) says why. Called once."""
+
+
+class Transport:
+    """Base class: the small contract the dispatcher relies on.
+
+    ``name`` is the server's display name, used in thread names and errors.
+    """
+
+    name: str = "server"
+    #: Identifies the server for remembering its protocol era (argv or origin); None: do not remember.
+    era_cache_key: Any = None
+
+    def start(self, receiver: Receiver) -> None:
+        """Open the connection and begin delivering incoming messages to ``receiver``."""
+        raise NotImplementedError
+
+    def send(self, message: Dict[str, Any]) -> None:
+        """Queue one message for the peer without blocking on the peer.
+
+        Raises :class:`~mcpcall.errors.ConnectionClosed` when the connection is gone.
+        """
+        raise NotImplementedError
+
+    def cancel(self, request_id: RequestId, reason: str) -> None:
+        """Tell the peer to stop working on ``request_id`` (stdio: a cancelled notice)."""
+        params = {"requestId": request_id, "reason": reason}
+        try:
+            self.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
+        except Exception:  # the peer is gone; nothing to cancel
+            pass
+
+    def close(self) -> None:
+        """End the connection and every thread the transport owns; idempotent."""
+        raise NotImplementedError
