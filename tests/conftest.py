@@ -1,0 +1,131 @@
+"""Shared fixtures: every test is checked for leaked threads, child processes and file descriptors."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Iterator, List, Optional, Set
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+SERVERS = HERE / "servers"
+PYTHON = sys.executable
+
+
+def demo_argv(*extra: str) -> List[str]:
+    """argv for the bundled demo server."""
+    return [PYTHON, "-m", "mcpcall.demo_server", *extra]
+
+
+def fault_argv(*faults: str, extra: tuple = ()) -> List[str]:
+    """argv for the fault server with the given modes."""
+    argv = [PYTHON, str(SERVERS / "fault_server.py")]
+    for fault in faults:
+        argv += ["--fault", fault]
+    return argv + list(extra)
+
+
+def _mcpcall_threads() -> Set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("mcpcall-") and t.name != "mcpcall-scheduler"}
+
+
+def _children() -> Set[int]:
+    """pids whose parent is this process (zombies included)."""
+    me = os.getpid()
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1 and int(fields[1]) == me:
+            found.add(int(entry))
+    return found
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.fixture(autouse=True)
+def no_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test that leaves an mcpcall thread, a child process or file descriptors behind."""
+    if "allow_leaks" in request.keywords:
+        yield
+        return
+    threads_before = _mcpcall_threads()
+    children_before = _children()
+    fds_before = _fds()
+    yield
+    deadline = time.monotonic() + 5.0
+    while True:
+        threads = {t for t in _mcpcall_threads() - threads_before if t.is_alive()}
+        children = _children() - children_before
+        fds = _fds()
+        if not threads and not children and fds <= fds_before:
+            return
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    problems = []
+    if threads:
+        problems.append(f"threads still running: {sorted(t.name for t in threads)}")
+    if children:
+        problems.append(f"child processes left: {sorted(children)}")
+    if fds > fds_before:
+        problems.append(f"file descriptors: {fds_before} before, {fds} after")
+    pytest.fail("leak: " + "; ".join(problems))
+
+
+def pid_alive(pid: int) -> bool:
+    """True if ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] != b"Z"
+
+
+def peers_dir() -> Optional[Path]:
+    """Where ``make test`` installed the npm peers, if it did."""
+    env = os.environ.get("MCPCALL_PEERS")
+    candidates = [Path(env)] if env else []
+    candidates.append(ROOT / ".npm-peers")
+    for path in candidates:
+        if (path / "node_modules").is_dir():
+            return path
+    return None
+
+
+def require_peer(what: str) -> None:
+    """Skip (or, under ``make test``, fail) when a real peer cannot run here."""
+    message = f"{what} is not installed (run `make test`, which installs it)"
+    if os.environ.get("MCPCALL_REQUIRE_PEERS") == "1":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def everything_argv(*mode: str) -> List[str]:
+    """argv for @modelcontextprotocol/server-everything from the npm peers folder."""
+    peers = peers_dir()
+    node = shutil.which("node")
+    script = peers / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js" if peers else None
+    if node is None or script is None or not script.exists():
+        require_peer("@modelcontextprotocol/server-everything (npm) with node")
+    assert script is not None and node is not None
+    return [node, str(script), *mode]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "allow_leaks: do not check this test for leaked threads/processes/fds")

@@ -1,0 +1,255 @@
+"""The client's MCP logic over an in-memory transport: era negotiation, _meta, MRTR, pagination."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Dict, List, Optional
+
+import pytest
+
+import mcpcall
+from mcpcall import Client, ConfigError, ProtocolError, RPCError
+from mcpcall.transports.memory import MemoryTransport, Reply
+
+Msg = Dict[str, Any]
+MODERN = "2026-07-28"
+VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+
+
+class FakeServer:
+    """A configurable MCP server function for MemoryTransport."""
+
+    def __init__(self, era: str = "dual", discover: str = "answer", supported: Optional[List[str]] = None) -> None:
+        self.era = era  # "dual", "legacy", "modern"
+        self.discover = discover  # "answer", "silent", "error", "unsupported"
+        self.supported = supported or [MODERN]
+        self.seen: List[Msg] = []
+        self.pages: List[List[str]] = [["a", "b"]]
+        self.result_type: Optional[str] = None
+
+    def __call__(self, m: Msg, reply: Reply) -> None:
+        self.seen.append(m)
+        if "id" not in m:
+            return
+        rid, method, params = m["id"], m["method"], m.get("params") or {}
+        meta = params.get("_meta") or {}
+        modern = VERSION_KEY in meta
+
+        def ok(result: Msg) -> None:
+            if modern:
+                result = dict(result, resultType=self.result_type or "complete")
+            reply({"jsonrpc": "2.0", "id": rid, "result": result})
+
+        def err(code: int, message: str, data: Any = None) -> None:
+            error: Msg = {"code": code, "message": message}
+            if data is not None:
+                error["data"] = data
+            reply({"jsonrpc": "2.0", "id": rid, "error": error})
+
+        if method == "server/discover":
+            if self.era == "legacy" or self.discover == "error":
+                return err(-32601, "Method not found")
+            if self.discover == "silent":
+                return None
+            if self.discover == "unsupported" or meta.get(VERSION_KEY) not in self.supported:
+                return err(-32022, "Unsupported protocol version", {"supported": self.supported, "requested": meta.get(VERSION_KEY)})
+            return ok({"supportedVersions": self.supported, "capabilities": {"tools": {}},
+                       "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "fake", "version": "9"}},
+                       "instructions": "be nice"})
+        if method == "initialize":
+            if self.era == "modern":
+                return err(-32601, "initialize is not supported; use 2026-07-28")
+            return ok({"protocolVersion": params["protocolVersion"], "capabilities": {"tools": {}},
+                       "serverInfo": {"name": "fake-legacy", "version": "1"}})
+        if method == "tools/list":
+            index = int(params.get("cursor") or 0)
+            result: Msg = {"tools": [{"name": n, "inputSchema": {"type": "object"}} for n in self.pages[index]]}
+            if index + 1 < len(self.pages):
+                result["nextCursor"] = str(index + 1)
+            return ok(result)
+        if method == "tools/call":
+            return ok({"content": [{"type": "text", "text": str(params.get("arguments"))}]})
+        return err(-32601, f"unknown {method}")
+
+
+def client_for(server: FakeServer, **options: Any) -> Client:
+    options.setdefault("probe_timeout", 0.3)
+    return Client(MemoryTransport(server, name="fake"), **options).connect()
+
+
+def test_auto_finds_a_modern_server() -> None:
+    server = FakeServer()
+    with client_for(server) as c:
+        assert (c.era, c.protocol_version) == ("modern", MODERN)
+        assert c.server_info is not None and c.server_info.name == "fake"
+        assert c.instructions == "be nice" and "tools" in c.capabilities
+        c.call_tool("x", {"k": 1})
+    call = [m for m in server.seen if m.get("method") == "tools/call"][0]
+    meta = call["params"]["_meta"]
+    assert meta[VERSION_KEY] == MODERN
+    assert meta["io.modelcontextprotocol/clientCapabilities"] == {}
+    assert meta["io.modelcontextprotocol/clientInfo"]["name"] == "mcpcall"
+    assert not any(m.get("method") == "initialize" for m in server.seen)
+
+
+@pytest.mark.parametrize("discover", ["error", "silent"])
+def test_auto_falls_back_to_legacy(discover: str) -> None:
+    server = FakeServer(era="legacy" if discover == "error" else "dual", discover=discover)
+    with client_for(server) as c:
+        assert (c.era, c.protocol_version) == ("legacy", "2025-11-25")
+        assert c.server_info is not None and c.server_info.name == "fake-legacy"
+        c.call_tool("x")
+    methods = [m.get("method") for m in server.seen]
+    assert methods[:3] == ["server/discover", "initialize", "notifications/initialized"]
+    call = [m for m in server.seen if m.get("method") == "tools/call"][0]
+    assert "_meta" not in call["params"]
+    if discover == "silent":
+        assert "notifications/cancelled" not in methods  # the probe is not cancelled
+
+
+def test_unsupported_version_with_only_legacy_versions_initializes() -> None:
+    server = FakeServer(discover="unsupported", supported=["2025-06-18"])
+    with client_for(server) as c:
+        assert (c.era, c.protocol_version) == ("legacy", "2025-06-18")
+
+
+def test_unsupported_version_with_nothing_common_is_a_clear_error() -> None:
+    server = FakeServer(discover="unsupported", supported=["1999-01-01"])
+    with pytest.raises(ProtocolError, match="1999-01-01"):
+        client_for(server)
+
+
+def test_forced_legacy_and_modern() -> None:
+    with client_for(FakeServer(), protocol="legacy") as c:
+        assert c.era == "legacy"
+    with client_for(FakeServer(), protocol="2025-03-26") as c:
+        assert c.protocol_version == "2025-03-26"
+    with client_for(FakeServer(), protocol="modern") as c:
+        assert c.era == "modern"
+    with pytest.raises(ProtocolError, match="not a modern"):
+        client_for(FakeServer(era="legacy"), protocol="modern")
+
+
+def test_bad_protocol_option() -> None:
+    with pytest.raises(ConfigError):
+        Client(MemoryTransport(FakeServer()), protocol="2020-01-01")
+
+
+def test_legacy_client_against_modern_only_server_fails_clearly() -> None:
+    with pytest.raises(RPCError, match="initialize"):
+        client_for(FakeServer(era="modern"), protocol="legacy")
+
+
+def test_pagination_follows_every_cursor() -> None:
+    server = FakeServer()
+    server.pages = [["a", "b"], ["c"], ["d", "e"]]
+    with client_for(server) as c:
+        assert [t.name for t in c.list_tools()] == ["a", "b", "c", "d", "e"]
+
+
+def test_pagination_loop_is_detected() -> None:
+    def looping(m: Msg, reply: Reply) -> None:
+        if m.get("method") == "tools/list":
+            reply({"jsonrpc": "2.0", "id": m["id"], "result": {"tools": [], "nextCursor": "same"}})
+        else:
+            FakeServer()(m, reply)
+
+    with Client(MemoryTransport(looping), probe_timeout=0.3).connect() as c:
+        with pytest.raises(ProtocolError, match="nextCursor"):
+            c.list_tools()
+
+
+def test_unknown_result_type_is_invalid() -> None:
+    server = FakeServer()
+    with client_for(server) as c:
+        server.result_type = "mystery"
+        with pytest.raises(ProtocolError, match="mystery"):
+            c.call_tool("x")
+
+
+def mrtr_server(m: Msg, reply: Reply) -> None:
+    """A modern server whose tools/call asks for an elicitation, then a second round."""
+    if "id" not in m:
+        return
+    params = m.get("params") or {}
+    if m["method"] == "server/discover":
+        reply({"jsonrpc": "2.0", "id": m["id"], "result": {"resultType": "complete", "supportedVersions": [MODERN], "capabilities": {}}})
+        return
+    responses = params.get("inputResponses")
+    state = params.get("requestState")
+    if responses is None:
+        result = {"resultType": "input_required", "requestState": "s1",
+                  "inputRequests": {"name": {"method": "elicitation/create", "params": {"message": "name?", "requestedSchema": {}}}}}
+    elif state == "s1":
+        result = {"resultType": "input_required", "requestState": "s2", "inputRequests": {"again": {"method": "roots/list", "params": {}}}}
+    else:
+        result = {"resultType": "complete", "content": [{"type": "text", "text": f"{state}:{sorted(responses)}"}]}
+    reply({"jsonrpc": "2.0", "id": m["id"], "result": result})
+
+
+def test_multi_round_trip_requests_are_answered_and_retried() -> None:
+    transport = MemoryTransport(mrtr_server)
+    threads = set()
+
+    def elicit(params: Msg) -> Msg:
+        threads.add(threading.current_thread().name)
+        return {"action": "accept", "content": {"name": "ann"}}
+
+    handlers = {"elicitation/create": elicit, "roots/list": lambda p: {"roots": []}}
+    with Client(transport, handlers=handlers).connect() as c:
+        result = c.call_tool("who", {"x": 1})
+    assert result.text == "s2:['again']"
+    calls = [m for m in transport.sent if m.get("method") == "tools/call"]
+    assert len(calls) == 3 and len({m["id"] for m in calls}) == 3
+    assert "requestState" not in calls[0]["params"]
+    assert calls[1]["params"]["requestState"] == "s1"
+    assert calls[1]["params"]["inputResponses"] == {"name": {"action": "accept", "content": {"name": "ann"}}}
+    assert calls[2]["params"]["requestState"] == "s2"
+    assert all(m["params"]["arguments"] == {"x": 1} for m in calls)
+    caps = calls[0]["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+    assert "elicitation" in caps and "roots" in caps
+    assert threads == {"mcpcall-callbacks-memory"}
+
+
+def test_input_required_without_a_handler_fails_the_call() -> None:
+    with Client(MemoryTransport(mrtr_server)).connect() as c:
+        with pytest.raises(RPCError, match="no handler for elicitation/create"):
+            c.call_tool("who")
+
+
+def test_legacy_server_requests_reach_handlers() -> None:
+    answers: List[Msg] = []
+    transport: Optional[MemoryTransport] = None
+
+    def legacy(m: Msg, reply: Reply) -> None:
+        if "result" in m or "error" in m:
+            answers.append(m)
+            return
+        if m.get("method") == "tools/call":
+            reply({"jsonrpc": "2.0", "id": "srv-1", "method": "sampling/createMessage", "params": {"maxTokens": 5}})
+            reply({"jsonrpc": "2.0", "id": "srv-2", "method": "roots/list", "params": {}})
+        FakeServer(era="legacy")(m, reply)
+
+    def sample(params: Msg) -> Msg:
+        raise RPCError(-1, "user declined")
+
+    transport = MemoryTransport(legacy)
+    with Client(transport, handlers={"sampling/createMessage": sample}, probe_timeout=0.3).connect() as c:
+        c.call_tool("x")
+        deadline = threading.Event()
+        for _ in range(200):
+            if len(answers) == 2:
+                break
+            deadline.wait(0.01)
+    by_id = {a["id"]: a for a in answers}
+    assert by_id["srv-1"]["error"] == {"code": -1, "message": "user declined"}
+    assert by_id["srv-2"]["error"]["code"] == -32601
+
+
+def test_closed_client_refuses_requests_and_repr_hides_nothing_secret() -> None:
+    c = client_for(FakeServer())
+    c.close()
+    c.close()
+    with pytest.raises(mcpcall.ConnectionClosed):
+        c.call_tool("x")
+    assert "closed" in repr(c)
