@@ -38,6 +38,8 @@ Tools:
   capability) and waits for its answer on a thread.  Modern era: multi
   round-trip request, answering ``resultType: "input_required"`` with an
   ``inputRequests.confirm`` elicitation and a ``requestState`` to echo back.
+  Without the capability: a tool error (legacy) or -32021
+  MissingRequiredClientCapability (modern, as the 2026-07-28 spec requires).
 
 ``tools/list`` pages with ``--page-size N`` (default: one page with everything).
 
@@ -52,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -369,15 +372,11 @@ class DemoServer:
 
     def exit(self, code: int) -> None:
         """Flush and end the process at once (daemon threads may still be running)."""
-        try:
+        with contextlib.suppress(OSError, ValueError):
             sys.stderr.flush()
-        except (OSError, ValueError):
-            pass
-        if self._write_lock.acquire(timeout=1.0):
-            try:
+        if self._write_lock.acquire(timeout=1.0):  # a writer stuck on a full pipe must not stop us
+            with contextlib.suppress(OSError, ValueError):
                 self._out.flush()
-            except (OSError, ValueError):
-                pass
         os._exit(code)
 
     def send_result(self, request_id: Any, result: JSON) -> None:

@@ -1,0 +1,381 @@
+"""The stdio transport and client against real subprocesses: the demo server and the fault server."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import CancelledError
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+import mcpcall
+from mcpcall import ConfigError, ConnectionClosed, ProtocolError, RequestTimeout, RPCError, ToolError
+from tests.conftest import PYTHON, demo_argv, fault_argv, pid_alive
+
+FAST = {"probe_timeout": 1.0, "close_timeout": 1.0}
+
+
+# -- the demo server, both eras --------------------------------------------------------
+
+
+@pytest.mark.parametrize("protocol, era", [("auto", "modern"), ("modern", "modern"), ("legacy", "legacy"), ("2024-11-05", "legacy")])
+def test_demo_server_in_each_era(protocol: str, era: str) -> None:
+    with mcpcall.connect(demo_argv(), protocol=protocol) as c:
+        assert c.era == era
+        assert c.server_info is not None and c.server_info.name == "mcpcall-demo"
+        if protocol == "2024-11-05":
+            assert c.protocol_version == "2024-11-05"
+        names = [t.name for t in c.list_tools()]
+        assert {"echo", "add", "slow", "weather", "fail", "boom", "confirm"} <= set(names)
+        assert c.call_tool("echo", {"message": "hé\nllo"}).text == "hé\nllo"
+        added = c.call_tool("add", {"a": 2, "b": 3})
+        assert added.text == "5" and added.structured_content == {"sum": 5}
+        failed = c.call_tool("fail", {"message": "nope"})
+        assert failed.is_error
+        with pytest.raises(ToolError, match="nope"):
+            failed.raise_for_error()
+        with pytest.raises(RPCError) as info:
+            c.call_tool("boom")
+        assert info.value.code == -32603
+        c.ping()
+
+
+def test_pagination_over_stdio() -> None:
+    with mcpcall.connect(demo_argv("--page-size", "2")) as c:
+        assert len(c.list_tools()) == 7
+
+
+@pytest.mark.parametrize("protocol", ["modern", "legacy"])
+def test_progress_from_a_real_server(protocol: str) -> None:
+    seen: List[tuple] = []
+    threads = set()
+
+    def on_progress(progress: float, total: Any, message: Any) -> None:
+        threads.add(threading.current_thread().name)
+        seen.append((progress, total))
+
+    with mcpcall.connect(demo_argv(), protocol=protocol) as c:
+        result = c.call_tool("slow", {"seconds": 0.2, "steps": 4}, on_progress=on_progress)
+        assert result.text.startswith("done")
+        deadline = time.monotonic() + 5
+        while len(seen) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert [p for p, _ in seen] == sorted(p for p, _ in seen) and len(seen) == 4
+    assert threads == {f"mcpcall-callbacks-{c.name}"}
+
+
+@pytest.mark.parametrize("protocol", ["modern", "legacy"])
+def test_elicitation_in_both_eras(protocol: str) -> None:
+    asked: List[Dict[str, Any]] = []
+
+    def elicit(params: Dict[str, Any]) -> Dict[str, Any]:
+        asked.append(params)
+        return {"action": "accept", "content": {"confirmed": True}}
+
+    with mcpcall.connect(demo_argv(), protocol=protocol, handlers={"elicitation/create": elicit}) as c:
+        result = c.call_tool("confirm", {"question": "Ship it?"})
+    assert "confirmed: true" in result.text.lower()
+    assert asked and "Ship it?" in str(asked[0])
+
+
+def test_timeout_cancels_but_keeps_the_server() -> None:
+    with mcpcall.connect(demo_argv()) as c:
+        pid = c.transport.process.pid  # type: ignore[attr-defined]
+        with pytest.raises(RequestTimeout) as info:
+            c.call_tool("slow", {"seconds": 30, "steps": 2}, timeout=0.3)
+        assert isinstance(info.value, TimeoutError)
+        assert "slow" not in str(info.value) or "tools/call" in str(info.value)
+        assert pid_alive(pid)
+        assert c.call_tool("echo", {"message": "still here"}).text == "still here"
+
+
+def test_future_cancel_over_stdio() -> None:
+    with mcpcall.connect(demo_argv()) as c:
+        f = c.call_tool_future("slow", {"seconds": 30, "steps": 2})
+        time.sleep(0.1)
+        assert f.cancel()
+        with pytest.raises(CancelledError):
+            f.result(1)
+        assert c.call_tool("echo", {"message": "ok"}).text == "ok"
+
+
+@pytest.mark.timeout(120)
+def test_eight_threads_times_a_hundred_futures() -> None:
+    with mcpcall.connect(demo_argv()) as c:
+        errors: List[str] = []
+
+        def worker(n: int) -> None:
+            futures = [(f"{n}-{i}", c.call_tool_future("echo", {"message": f"{n}-{i}"})) for i in range(100)]
+            for expected, future in futures:
+                got = future.result(30).text
+                if got != expected:
+                    errors.append(f"{expected} != {got}")
+
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == []
+        assert c.dispatcher.in_flight() == 0
+
+
+def test_threads_are_named_and_end_on_close() -> None:
+    c = mcpcall.connect(demo_argv(), name="named")
+    names = {t.name for t in threading.enumerate()}
+    assert {"mcpcall-reader-named", "mcpcall-writer-named", "mcpcall-stderr-named"} <= names
+    c.close()
+    c.close()
+    assert not any(t.name.endswith("-named") for t in threading.enumerate() if t.is_alive())
+
+
+# -- faults ---------------------------------------------------------------------------------
+
+
+def test_hanging_tool_times_out() -> None:
+    with mcpcall.connect(fault_argv("hang"), **FAST) as c:
+        with pytest.raises(RequestTimeout):
+            c.call_tool("echo", {"message": "x"}, timeout=0.3)
+
+
+def test_server_that_never_answers_fails_connect_promptly() -> None:
+    started = time.monotonic()
+    with pytest.raises(RequestTimeout, match="initialize"):
+        mcpcall.connect(fault_argv("hang-all"), timeout=0.5, probe_timeout=0.3, close_timeout=0.5)
+    assert time.monotonic() - started < 10
+
+
+def test_crash_mid_call_fails_pending_with_exit_code_and_stderr() -> None:
+    with mcpcall.connect(fault_argv("crash-on-call"), **FAST) as c:
+        slow = c.call_tool_future("slow", {"seconds": 30})
+        with pytest.raises(ConnectionClosed) as info:
+            c.call_tool("echo", {"message": "x"})
+        assert info.value.returncode == 3
+        assert any("crashing on purpose" in line for line in info.value.stderr_tail)
+        assert "crashing on purpose" in str(info.value) and "code 3" in str(info.value)
+        with pytest.raises(ConnectionClosed):
+            slow.result(5)
+        with pytest.raises(ConnectionClosed):
+            c.call_tool("echo", {"message": "again"})
+
+
+def test_exit_at_start_shows_stderr() -> None:
+    with pytest.raises(ConnectionClosed) as info:
+        mcpcall.connect(fault_argv("exit-at-start"), **FAST)
+    assert info.value.returncode == 2
+    assert "missing API key DEMO_API_KEY" in str(info.value)
+
+
+def test_garbage_on_stdout_is_skipped() -> None:
+    with mcpcall.connect(fault_argv("garbage"), **FAST) as c:
+        assert c.call_tool("echo", {"message": "fine"}).text == "fine"
+        assert len(c.list_tools()) == 7
+
+
+@pytest.mark.timeout(90)
+def test_stderr_flood_does_not_stall() -> None:
+    lines: List[str] = []
+    with mcpcall.connect(fault_argv("stderr-flood"), stderr=lines.append, **FAST) as c:
+        assert c.call_tool("echo", {"message": "after flood"}, timeout=60).text == "after flood"
+    assert sum(len(line) for line in lines) > 15_000_000
+
+
+def test_close_kills_a_server_that_ignores_sigterm() -> None:
+    c = mcpcall.connect(fault_argv("ignore-sigterm"), probe_timeout=1.0, close_timeout=0.3)
+    pid = c.transport.process.pid  # type: ignore[attr-defined]
+    c.close()
+    assert not pid_alive(pid)
+
+
+def test_close_terminates_a_server_that_ignores_stdin_eof() -> None:
+    c = mcpcall.connect(fault_argv("ignore-stdin-eof"), probe_timeout=1.0, close_timeout=0.3)
+    pid = c.transport.process.pid  # type: ignore[attr-defined]
+    c.close()
+    assert not pid_alive(pid)
+    assert c.transport.returncode == -15  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("stdio", ["inherit", "devnull"])
+def test_close_leaves_no_grandchild(tmp_path: Path, stdio: str) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    c = mcpcall.connect(
+        fault_argv("grandchild", extra=("--pidfile", str(pidfile), "--grandchild-stdio", stdio)), **FAST
+    )
+    deadline = time.monotonic() + 5
+    while not pidfile.exists() or not pidfile.read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    grandchild = int(pidfile.read_text())
+    assert pid_alive(grandchild)
+    c.close()
+    deadline = time.monotonic() + 5
+    while pid_alive(grandchild):
+        assert time.monotonic() < deadline, "grandchild survived close()"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("fault", ["duplicate", "unknown-id"])
+def test_duplicate_and_unknown_responses(fault: str) -> None:
+    with mcpcall.connect(fault_argv(fault), **FAST) as c:
+        for i in range(20):
+            assert c.call_tool("echo", {"message": str(i)}).text == str(i)
+
+
+def test_out_of_order_responses() -> None:
+    with mcpcall.connect(fault_argv("out-of-order", extra=("--batch", "4")), **FAST) as c:
+        futures = [c.call_tool_future("echo", {"message": str(i)}) for i in range(16)]
+        assert [f.result(10).text for f in futures] == [str(i) for i in range(16)]
+
+
+@pytest.mark.timeout(120)
+def test_oversize_line_fails_its_call_and_the_client_goes_on() -> None:
+    with mcpcall.connect(fault_argv("big-line"), max_message_bytes=4 * 1024 * 1024, **FAST) as c:
+        with pytest.raises(ProtocolError) as info:
+            c.call_tool("echo", {"message": "big"}, timeout=60)
+        assert "over the limit" in str(info.value) and "max_message_bytes" in str(info.value)
+        assert c.call_tool("echo", {"message": "small"}).text == "small"
+
+
+def test_slow_initialize_is_waited_for() -> None:
+    with mcpcall.connect(fault_argv("slow-init", extra=("--delay", "1")), probe_timeout=3) as c:
+        assert c.call_tool("echo", {"message": "x"}).text == "x"
+
+
+@pytest.mark.timeout(60)
+def test_server_that_stops_reading_cannot_block_callers() -> None:
+    with mcpcall.connect(fault_argv("no-stdin-read"), **FAST) as c:
+        payload = "x" * (1 << 20)
+        started = time.monotonic()
+        for _ in range(4):  # far more than a pipe buffer holds
+            with pytest.raises(RequestTimeout):
+                c.call_tool("echo", {"message": payload}, timeout=0.3)
+        assert time.monotonic() - started < 20
+
+
+@pytest.mark.parametrize(
+    "fault, era",
+    [("legacy-only", "legacy"), ("legacy-silent", "legacy"), ("modern-only", "modern")],
+)
+def test_auto_detects_the_era_of_real_servers(fault: str, era: str) -> None:
+    with mcpcall.connect(fault_argv(fault), probe_timeout=0.5) as c:
+        assert c.era == era
+        assert c.call_tool("echo", {"message": "x"}).text == "x"
+
+
+def test_legacy_client_against_modern_only_server() -> None:
+    with pytest.raises(RPCError, match="initialize"):
+        mcpcall.connect(fault_argv("modern-only"), protocol="legacy", **FAST)
+
+
+# -- configuration, environment, security ---------------------------------------------------
+
+ENV_PROBE = "import os, sys; sys.stderr.write(' '.join(sorted(os.environ)) + '\\n'); sys.exit(7)"
+
+
+def _env_of(**options: Any) -> List[str]:
+    with pytest.raises(ConnectionClosed) as info:
+        mcpcall.connect([PYTHON, "-c", ENV_PROBE], **options)
+    assert info.value.returncode == 7
+    return info.value.stderr_tail[-1].split()
+
+
+def test_minimal_environment_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCPCALL_TEST_SECRET", "hunter2")
+    names = _env_of()
+    assert "MCPCALL_TEST_SECRET" not in names
+    assert "PATH" in names
+    assert "GIVEN" in _env_of(env={"GIVEN": "1"})
+    assert "MCPCALL_TEST_SECRET" in _env_of(inherit_env=True)
+
+
+def test_secrets_stay_out_of_reprs() -> None:
+    with mcpcall.connect(demo_argv(), env={"API_KEY": "hunter2"}) as c:
+        assert "hunter2" not in repr(c) and "hunter2" not in repr(c.transport)
+
+
+def test_mcpservers_entry_and_command_string(tmp_path: Path) -> None:
+    entry = {"command": PYTHON, "args": ["-m", "mcpcall.demo_server"], "env": {"PYTHONPATH": str(Path.cwd())}, "cwd": str(tmp_path)}
+    with mcpcall.connect(entry) as c:
+        assert c.call_tool("echo", {"message": "entry"}).text == "entry"
+    with mcpcall.connect(f"'{PYTHON}' -m mcpcall.demo_server") as c:
+        assert c.call_tool("echo", {"message": "string"}).text == "string"
+
+
+def test_no_shell_is_used(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    with pytest.raises(ConnectionClosed):  # echo prints its arguments and exits; touch never runs
+        mcpcall.connect(f"echo hi; touch {marker}", **FAST)
+    with pytest.raises(ConnectionClosed):
+        mcpcall.connect([PYTHON, "-c", "import sys; sys.exit(0)", "; touch", str(marker)], **FAST)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "spec, match",
+    [
+        ("", "empty"),
+        ([], "list"),
+        ({"args": ["x"]}, "command"),
+        ({"command": "x", "bogus": 1}, "bogus"),
+        ("https://example.invalid/mcp", "URL"),
+        ({"url": "https://example.invalid/mcp"}, "URL"),
+        (42, "cannot connect"),
+        ("unbalanced 'quote", "split"),
+    ],
+)
+def test_bad_configs(spec: Any, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        mcpcall.connect(spec)
+
+
+def test_missing_command_and_cwd() -> None:
+    with pytest.raises(ConnectionClosed, match="not found"):
+        mcpcall.connect(["/nonexistent/mcp-server"])
+    with pytest.raises(ConfigError, match="does not exist"):
+        mcpcall.connect(demo_argv(), cwd="/nonexistent/dir")
+
+
+def test_stderr_to_a_file_object_and_devnull() -> None:
+    buffer = io.StringIO()
+    with mcpcall.connect(demo_argv("--verbose"), stderr=buffer) as c:
+        c.call_tool("echo", {"message": "x"})
+    with mcpcall.connect(demo_argv(), stderr="devnull") as c:
+        assert c.call_tool("echo", {"message": "y"}).text == "y"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_forked_child_gets_a_clear_error() -> None:
+    with mcpcall.connect(demo_argv()) as c:
+        pid = os.fork()
+        if pid == 0:  # child: must not touch the parent's pipes
+            code = 1
+            try:
+                c.call_tool("echo", {"message": "x"})
+            except mcpcall.ForkedClient:
+                code = 0
+            except BaseException:
+                code = 2
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert c.call_tool("echo", {"message": "parent"}).text == "parent"
+
+
+def test_interpreter_exit_closes_servers() -> None:
+    script = (
+        "import mcpcall, sys\n"
+        f"c = mcpcall.connect({demo_argv()!r})\n"
+        "print(c.transport.process.pid, flush=True)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30, check=True)
+    server_pid = int(out.stdout.strip())
+    deadline = time.monotonic() + 5
+    while pid_alive(server_pid):
+        assert time.monotonic() < deadline, "the server outlived the interpreter"
+        time.sleep(0.02)
