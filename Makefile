@@ -39,7 +39,7 @@ test: $(VENV)/.test $(PEERS)/.installed
 
 ## lint: ruff and mypy --strict on the package
 lint: $(VENV)/.dev
-	$(VENV)/bin/ruff check mcpcall
+	$(VENV)/bin/ruff check --target-version py39 --line-length 130 mcpcall
 	$(VENV)/bin/mypy --strict mcpcall
 
 ## bench: calls/s of mcpcall vs the official SDK vs a raw pipe loop

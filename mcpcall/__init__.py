@@ -12,7 +12,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Union
+from collections.abc import Mapping
+from typing import Any
 
 from ._version import __version__
 from .client import LATEST_LEGACY_VERSION, LATEST_MODERN_VERSION, LEGACY_VERSIONS, MODERN_VERSIONS, Client, Handler
@@ -32,27 +33,27 @@ from .errors import (
 from .types import CallToolResult, Implementation, Tool
 
 __all__ = [
-    "__version__",
-    "connect",
-    "Client",
-    "Handler",
-    "RequestFuture",
-    "Tool",
+    "LATEST_LEGACY_VERSION",
+    "LATEST_MODERN_VERSION",
+    "LEGACY_VERSIONS",
+    "MODERN_VERSIONS",
     "CallToolResult",
-    "Implementation",
-    "MCPError",
+    "Client",
     "ConfigError",
     "ConnectionClosed",
     "ForkedClient",
+    "Handler",
+    "Implementation",
+    "MCPError",
     "ProtocolError",
-    "RequestTimeout",
     "RPCError",
+    "RequestFuture",
+    "RequestTimeout",
+    "Tool",
     "ToolError",
     "UnsupportedVersion",
-    "LEGACY_VERSIONS",
-    "MODERN_VERSIONS",
-    "LATEST_LEGACY_VERSION",
-    "LATEST_MODERN_VERSION",
+    "__version__",
+    "connect",
 ]
 
 
@@ -61,18 +62,18 @@ def connect(
     *,
     timeout: float = 60.0,
     protocol: str = "auto",
-    client_info: Optional[Union[Implementation, Mapping[str, Any]]] = None,
+    client_info: Implementation | Mapping[str, Any] | None = None,
     stderr: Any = None,
-    env: Optional[Mapping[str, str]] = None,
-    inherit_env: Optional[bool] = None,
-    cwd: Optional[str] = None,
-    name: Optional[str] = None,
-    handlers: Optional[Mapping[str, Handler]] = None,
-    capabilities: Optional[Mapping[str, Any]] = None,
+    env: Mapping[str, str] | None = None,
+    inherit_env: bool | None = None,
+    cwd: str | None = None,
+    name: str | None = None,
+    handlers: Mapping[str, Handler] | None = None,
+    capabilities: Mapping[str, Any] | None = None,
     probe_timeout: float = 5.0,
-    log_level: Optional[str] = None,
-    max_message_bytes: Optional[int] = None,
-    close_timeout: Optional[float] = None,
+    log_level: str | None = None,
+    max_message_bytes: int | None = None,
+    close_timeout: float | None = None,
 ) -> Client:
     """Start or reach an MCP server and return a connected :class:`Client`.
 

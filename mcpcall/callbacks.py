@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 __all__ = ["CallbackRunner"]
 
@@ -24,8 +24,8 @@ class CallbackRunner:
 
     def __init__(self, name: str) -> None:
         self._name = f"mcpcall-callbacks-{name}"
-        self._queue: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
-        self._thread: Optional[threading.Thread] = None
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
 

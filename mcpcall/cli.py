@@ -23,7 +23,8 @@ import argparse
 import json
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence, TextIO
+from collections.abc import Sequence
+from typing import Any, TextIO
 
 from . import __version__, connect
 from .client import Client
@@ -34,7 +35,7 @@ COMMANDS = ("tools", "call", "info", "demo")
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_SERVER, EXIT_TIMEOUT, EXIT_RPC = 0, 1, 2, 3, 4, 5
 
 
-def demo_command() -> List[str]:
+def demo_command() -> list[str]:
     """The argument list that runs the bundled demo server with this Python."""
     return [sys.executable, "-m", "mcpcall.demo_server"]
 
@@ -57,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_value(text: str, schema: Optional[Dict[str, Any]]) -> Any:
+def parse_value(text: str, schema: dict[str, Any] | None) -> Any:
     """A ``key=value`` value: JSON when it parses, unless the schema wants a string."""
     if isinstance(schema, dict) and schema.get("type") == "string":
         return text
@@ -67,7 +68,7 @@ def parse_value(text: str, schema: Optional[Dict[str, Any]]) -> Any:
         return text
 
 
-def parse_arguments(words: Sequence[str], tool: Optional[Tool]) -> Dict[str, Any]:
+def parse_arguments(words: Sequence[str], tool: Tool | None) -> dict[str, Any]:
     """Tool arguments from one JSON object or from ``key=value`` words."""
     if len(words) == 1 and words[0].lstrip().startswith("{"):
         try:
@@ -78,7 +79,7 @@ def parse_arguments(words: Sequence[str], tool: Optional[Tool]) -> Dict[str, Any
             raise ConfigError("the JSON arguments must be an object")
         return value
     props = tool.input_schema.get("properties", {}) if tool is not None else {}
-    args: Dict[str, Any] = {}
+    args: dict[str, Any] = {}
     for word in words:
         key, sep, value = word.partition("=")
         if not sep or not key:
@@ -164,15 +165,14 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
         started = time.perf_counter()
         tools = client.list_tools()
         out.write(f"{len(tools)} tools ({_ms(time.perf_counter() - started)}):\n")
-        for tool in tools:
-            out.write(f"  {tool.name:<8} {tool.description.splitlines()[0] if tool.description else ''}\n")
+        out.writelines(f"  {tool.name:<8} {tool.description.splitlines()[0] if tool.description else ''}\n" for tool in tools)
         out.write("\n")
         for name, arguments in (("echo", {"message": "hello from mcpcall"}), ("add", {"a": 2, "b": 3})):
             started = time.perf_counter()
             result = client.call_tool(name, arguments)
             elapsed = time.perf_counter() - started
             out.write(f"call {name} {json.dumps(arguments)} -> {result.text!r}  ({_ms(elapsed)})\n")
-        progress: List[str] = []
+        progress: list[str] = []
         started = time.perf_counter()
         result = client.call_tool(
             "slow", {"seconds": 0.3, "steps": 3}, on_progress=lambda p, t, m: progress.append(f"{p:g}/{t:g}" if t else f"{p:g}")
@@ -187,16 +187,16 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def main(argv: Optional[Sequence[str]] = None, out: TextIO = sys.stdout) -> int:
+def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     """Run the command line; returns the exit status."""
     parser = _parser()
     args = parser.parse_intermixed_args(argv)
-    words: List[str] = list(args.words)
+    words: list[str] = list(args.words)
     if not words:
         parser.print_usage(sys.stderr)
         sys.stderr.write("mcpcall: error: name a command: tools, call, info or demo\n")
         return EXIT_USAGE
-    server: Optional[str] = None
+    server: str | None = None
     if words[0] not in COMMANDS:
         server, words = words[0], words[1:]
     if not words or words[0] not in COMMANDS:

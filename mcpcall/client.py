@@ -19,30 +19,33 @@ import atexit
 import logging
 import threading
 import weakref
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable
 
-from ._version import __version__ as _version
+from typing_extensions import Self
+
 from . import jsonrpc
+from ._version import __version__ as _version
 from .callbacks import CallbackRunner
 from .dispatcher import CONTINUED, Dispatcher, ProgressCallback, RequestFuture
-from .errors import ConfigError, MCPError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
+from .errors import ConfigError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
 from .transports.base import Transport
 from .types import CallToolResult, Implementation, Tool, parse_call_result, parse_tool
 
 __all__ = [
-    "Client",
-    "LEGACY_VERSIONS",
-    "MODERN_VERSIONS",
     "LATEST_LEGACY_VERSION",
     "LATEST_MODERN_VERSION",
+    "LEGACY_VERSIONS",
+    "MODERN_VERSIONS",
+    "Client",
     "Handler",
 ]
 
 log = logging.getLogger("mcpcall.client")
 
-LEGACY_VERSIONS: Tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
-MODERN_VERSIONS: Tuple[str, ...] = ("2026-07-28",)
+LEGACY_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
 LATEST_LEGACY_VERSION = LEGACY_VERSIONS[0]
 LATEST_MODERN_VERSION = MODERN_VERSIONS[0]
 
@@ -53,11 +56,11 @@ META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 
 #: A handler for a request the server makes of the client: params in, result out.
-Handler = Callable[[Dict[str, Any]], Dict[str, Any]]
+Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
 _MRTR_METHODS = frozenset({"tools/call", "resources/read", "prompts/get"})
 _MAX_ROUNDS = 16
-_CAPABILITY_OF = {
+_CAPABILITY_OF: dict[str, tuple[str, dict[str, Any]]] = {
     "sampling/createMessage": ("sampling", {}),
     "elicitation/create": ("elicitation", {"form": {}}),
     "roots/list": ("roots", {}),
@@ -74,8 +77,8 @@ _LOG_LEVELS = {
 }
 
 # Era found per server (argv or origin): ("modern"|"legacy", version).
-_era_cache: Dict[Any, Tuple[str, str]] = {}
-_live_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
+_era_cache: dict[Any, tuple[str, str]] = {}
+_live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
 
 
 class Client:
@@ -92,11 +95,11 @@ class Client:
         *,
         timeout: float = 60.0,
         protocol: str = "auto",
-        client_info: Optional[Union[Implementation, Mapping[str, Any]]] = None,
-        handlers: Optional[Mapping[str, Handler]] = None,
-        capabilities: Optional[Mapping[str, Any]] = None,
+        client_info: Implementation | Mapping[str, Any] | None = None,
+        handlers: Mapping[str, Handler] | None = None,
+        capabilities: Mapping[str, Any] | None = None,
         probe_timeout: float = 5.0,
-        log_level: Optional[str] = None,
+        log_level: str | None = None,
     ) -> None:
         if protocol not in ("auto", "legacy", "modern") and protocol not in LEGACY_VERSIONS + MODERN_VERSIONS:
             raise ConfigError(
@@ -115,9 +118,9 @@ class Client:
             self.client_info = client_info
         else:
             self.client_info = Implementation.from_wire(dict(client_info))
-        self._handlers: Dict[str, Handler] = dict(handlers or {})
+        self._handlers: dict[str, Handler] = dict(handlers or {})
         self._client_capabilities = self._capabilities_for(capabilities)
-        self._notification_handlers: Dict[str, List[Callable[[Dict[str, Any]], None]]] = {}
+        self._notification_handlers: dict[str, list[Callable[[dict[str, Any]], None]]] = {}
         self.callbacks = CallbackRunner(self.name)
         self.dispatcher = Dispatcher(
             transport,
@@ -126,13 +129,13 @@ class Client:
             on_request=self._on_server_request,
             on_notification=self._on_server_notification,
         )
-        self.era: Optional[str] = None
-        self.protocol_version: Optional[str] = None
-        self.server_info: Optional[Implementation] = None
-        self.capabilities: Dict[str, Any] = {}
-        self.instructions: Optional[str] = None
-        self.supported_versions: List[str] = []
-        self._meta: Dict[str, Any] = {}
+        self.era: str | None = None
+        self.protocol_version: str | None = None
+        self.server_info: Implementation | None = None
+        self.capabilities: dict[str, Any] = {}
+        self.instructions: str | None = None
+        self.supported_versions: list[str] = []
+        self._meta: dict[str, Any] = {}
         self._closed = False
         self._close_lock = threading.Lock()
         self._server_logger = logging.getLogger(f"mcpcall.server.{self.name}")
@@ -143,7 +146,7 @@ class Client:
 
     # -- lifecycle ---------------------------------------------------------------
 
-    def connect(self) -> "Client":
+    def connect(self) -> Client:
         """Start the transport and agree on a protocol era and version."""
         _live_clients.add(self)
         try:
@@ -154,10 +157,10 @@ class Client:
             raise
         return self
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -182,8 +185,8 @@ class Client:
 
     # -- era negotiation -----------------------------------------------------------
 
-    def _capabilities_for(self, explicit: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
-        caps: Dict[str, Any] = {}
+    def _capabilities_for(self, explicit: Mapping[str, Any] | None) -> dict[str, Any]:
+        caps: dict[str, Any] = {}
         for method in self._handlers:
             if method in _CAPABILITY_OF:
                 key, value = _CAPABILITY_OF[method]
@@ -275,7 +278,7 @@ class Client:
         self._adopt_modern(version, result, supported)
         return True
 
-    def _adopt_modern(self, version: str, result: Dict[str, Any], supported: List[str]) -> None:
+    def _adopt_modern(self, version: str, result: dict[str, Any], supported: list[str]) -> None:
         self.era = "modern"
         self.protocol_version = version
         self.supported_versions = supported or [version]
@@ -289,8 +292,8 @@ class Client:
         self._meta = self._request_meta(version)
         self._remember("modern", version)
 
-    def _request_meta(self, version: str) -> Dict[str, Any]:
-        meta: Dict[str, Any] = {
+    def _request_meta(self, version: str) -> dict[str, Any]:
+        meta: dict[str, Any] = {
             META_VERSION: version,
             META_CAPABILITIES: self._client_capabilities,
             META_CLIENT_INFO: self.client_info.to_wire(),
@@ -333,7 +336,7 @@ class Client:
 
     # -- requests ------------------------------------------------------------------
 
-    def _params(self, params: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    def _params(self, params: dict[str, Any] | None) -> dict[str, Any] | None:
         """Add the modern per-request ``_meta`` (a caller's own ``_meta`` keys win)."""
         if self.era != "modern":
             return params
@@ -352,13 +355,13 @@ class Client:
     def request(
         self,
         method: str,
-        params: Optional[Dict[str, Any]] = None,
-        timeout: Optional[float] = None,
+        params: dict[str, Any] | None = None,
+        timeout: float | None = None,
         *,
-        on_progress: Optional[ProgressCallback] = None,
+        on_progress: ProgressCallback | None = None,
         reset_timeout_on_progress: bool = False,
-        max_timeout: Optional[float] = None,
-    ) -> "Future[Dict[str, Any]]":
+        max_timeout: float | None = None,
+    ) -> Future[dict[str, Any]]:
         """Send any request; returns a Future of the raw result dict.
 
         In the modern era the per-request ``_meta`` is added, and a request that
@@ -370,12 +373,12 @@ class Client:
     def _send(
         self,
         method: str,
-        params: Optional[Dict[str, Any]],
-        timeout: Optional[float],
-        transform: Optional[Callable[[Dict[str, Any]], Any]],
-        on_progress: Optional[ProgressCallback] = None,
+        params: dict[str, Any] | None,
+        timeout: float | None,
+        transform: Callable[[dict[str, Any]], Any] | None,
+        on_progress: ProgressCallback | None = None,
         reset_timeout_on_progress: bool = False,
-        max_timeout: Optional[float] = None,
+        max_timeout: float | None = None,
     ) -> RequestFuture:
         if self._closed:
             from .errors import ConnectionClosed
@@ -403,18 +406,18 @@ class Client:
     def _modern_transform(
         self,
         method: str,
-        params: Optional[Dict[str, Any]],
-        timeout: Optional[float],
-        transform: Optional[Callable[[Dict[str, Any]], Any]],
+        params: dict[str, Any] | None,
+        timeout: float | None,
+        transform: Callable[[dict[str, Any]], Any] | None,
         future: RequestFuture,
-        on_progress: Optional[ProgressCallback],
+        on_progress: ProgressCallback | None,
         reset: bool,
-        max_timeout: Optional[float],
-    ) -> Callable[[Dict[str, Any]], Any]:
+        max_timeout: float | None,
+    ) -> Callable[[dict[str, Any]], Any]:
         """Check ``resultType``; on ``input_required`` take over and retry with the answers."""
         rounds = [0]
 
-        def handle(result: Dict[str, Any]) -> Any:
+        def handle(result: dict[str, Any]) -> Any:
             kind = result.get("resultType", "complete")
             if kind == "complete":
                 return transform(result) if transform is not None else result
@@ -431,20 +434,20 @@ class Client:
     def _answer_input_required(
         self,
         method: str,
-        params: Optional[Dict[str, Any]],
-        result: Dict[str, Any],
+        params: dict[str, Any] | None,
+        result: dict[str, Any],
         future: RequestFuture,
-        timeout: Optional[float],
-        handle: Callable[[Dict[str, Any]], Any],
-        on_progress: Optional[ProgressCallback],
+        timeout: float | None,
+        handle: Callable[[dict[str, Any]], Any],
+        on_progress: ProgressCallback | None,
         reset: bool,
-        max_timeout: Optional[float],
+        max_timeout: float | None,
     ) -> None:
         if future.done():
             return
         try:
             requests = result.get("inputRequests")
-            responses: Dict[str, Any] = {}
+            responses: dict[str, Any] = {}
             if isinstance(requests, dict):
                 for key, req in requests.items():
                     if not isinstance(req, dict) or not isinstance(req.get("method"), str):
@@ -468,12 +471,12 @@ class Client:
                 max_timeout=max_timeout,
                 future=future,
             )
-        except BaseException as exc:
+        except Exception as exc:  # noqa: BLE001 - a handler's failure belongs to the caller's Future
             if not future.done():
                 future.set_exception(exc)
 
     @staticmethod
-    def _wait(future: "Future[Any]") -> Any:
+    def _wait(future: Future[Any]) -> Any:
         # Every request has a deadline on the scheduler, so this wait ends.
         try:
             return future.result()
@@ -484,12 +487,12 @@ class Client:
 
     # -- typed methods ---------------------------------------------------------------
 
-    def list_tools(self, timeout: Optional[float] = None) -> List[Tool]:
+    def list_tools(self, timeout: float | None = None) -> list[Tool]:
         """Every tool of the server (all pages)."""
         return [parse_tool(item) for item in self._paginate("tools/list", "tools", timeout)]
 
-    def _paginate(self, method: str, key: str, timeout: Optional[float]) -> Iterator[Any]:
-        cursor: Optional[str] = None
+    def _paginate(self, method: str, key: str, timeout: float | None) -> Iterator[Any]:
+        cursor: str | None = None
         seen = set()
         while True:
             params = {"cursor": cursor} if cursor is not None else None
@@ -508,23 +511,23 @@ class Client:
     def call_tool_future(
         self,
         name: str,
-        arguments: Optional[Mapping[str, Any]] = None,
+        arguments: Mapping[str, Any] | None = None,
         *,
-        timeout: Optional[float] = None,
-        on_progress: Optional[ProgressCallback] = None,
+        timeout: float | None = None,
+        on_progress: ProgressCallback | None = None,
         reset_timeout_on_progress: bool = False,
-        max_timeout: Optional[float] = None,
-        meta: Optional[Mapping[str, Any]] = None,
-    ) -> "Future[CallToolResult]":
+        max_timeout: float | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Future[CallToolResult]:
         """Call a tool without waiting; the Future yields a :class:`CallToolResult`.
 
         ``future.cancel()`` cancels the call at the server too.
         """
-        params: Dict[str, Any] = {"name": name, "arguments": dict(arguments) if arguments else {}}
+        params: dict[str, Any] = {"name": name, "arguments": dict(arguments) if arguments else {}}
         if meta:
             params["_meta"] = dict(meta)
 
-        def to_result(result: Dict[str, Any]) -> CallToolResult:
+        def to_result(result: dict[str, Any]) -> CallToolResult:
             return parse_call_result(result, name)
 
         future = self._send("tools/call", params, timeout, to_result, on_progress, reset_timeout_on_progress, max_timeout)
@@ -533,13 +536,13 @@ class Client:
     def call_tool(
         self,
         name: str,
-        arguments: Optional[Mapping[str, Any]] = None,
+        arguments: Mapping[str, Any] | None = None,
         *,
-        timeout: Optional[float] = None,
-        on_progress: Optional[ProgressCallback] = None,
+        timeout: float | None = None,
+        on_progress: ProgressCallback | None = None,
         reset_timeout_on_progress: bool = False,
-        max_timeout: Optional[float] = None,
-        meta: Optional[Mapping[str, Any]] = None,
+        max_timeout: float | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> CallToolResult:
         """Call a tool and wait for its result.
 
@@ -558,37 +561,37 @@ class Client:
             )
         )
 
-    def notify(self, method: str, params: Optional[Dict[str, Any]] = None) -> None:
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send a notification to the server."""
         self.dispatcher.notify(method, params)
 
-    def ping(self, timeout: Optional[float] = None) -> None:
+    def ping(self, timeout: float | None = None) -> None:
         """Check the server answers (modern servers have no ping: ``server/discover`` is used)."""
         method = "server/discover" if self.era == "modern" else "ping"
         self._wait(self._send(method, None, timeout, None))
 
-    def list_resources(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+    def list_resources(self, timeout: float | None = None) -> list[dict[str, Any]]:
         """Every resource of the server (all pages), as wire dicts."""
         return list(self._paginate("resources/list", "resources", timeout))
 
-    def read_resource(self, uri: str, timeout: Optional[float] = None) -> Dict[str, Any]:
+    def read_resource(self, uri: str, timeout: float | None = None) -> dict[str, Any]:
         """The ``resources/read`` result for ``uri``."""
         return self._wait(self._send("resources/read", {"uri": uri}, timeout, None))  # type: ignore[no-any-return]
 
-    def list_prompts(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+    def list_prompts(self, timeout: float | None = None) -> list[dict[str, Any]]:
         """Every prompt of the server (all pages), as wire dicts."""
         return list(self._paginate("prompts/list", "prompts", timeout))
 
-    def get_prompt(self, name: str, arguments: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None) -> Dict[str, Any]:
+    def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None, timeout: float | None = None) -> dict[str, Any]:
         """The ``prompts/get`` result."""
-        params: Dict[str, Any] = {"name": name}
+        params: dict[str, Any] = {"name": name}
         if arguments:
             params["arguments"] = dict(arguments)
         return self._wait(self._send("prompts/get", params, timeout, None))  # type: ignore[no-any-return]
 
     # -- what the server sends us ----------------------------------------------------
 
-    def set_handler(self, method: str, handler: Optional[Handler]) -> None:
+    def set_handler(self, method: str, handler: Handler | None) -> None:
         """Answer the server's ``method`` requests with ``handler(params) -> result``.
 
         Set handlers before connecting so the capability is declared.
@@ -598,11 +601,11 @@ class Client:
         else:
             self._handlers[method] = handler
 
-    def on_notification(self, method: str, callback: Callable[[Dict[str, Any]], None]) -> None:
+    def on_notification(self, method: str, callback: Callable[[dict[str, Any]], None]) -> None:
         """Run ``callback(params)`` on the callbacks thread for each ``method`` notification ("*": all)."""
         self._notification_handlers.setdefault(method, []).append(callback)
 
-    def _run_handler(self, method: str, params: Dict[str, Any]) -> Dict[str, Any]:
+    def _run_handler(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         handler = self._handlers.get(method)
         if handler is None:
             raise RPCError(jsonrpc.METHOD_NOT_FOUND, f"the client has no handler for {method}")
@@ -611,14 +614,14 @@ class Client:
             raise ProtocolError(f"the handler for {method} returned {type(result).__name__}, not a dict")
         return result
 
-    def _on_server_request(self, message: Dict[str, Any]) -> None:
+    def _on_server_request(self, message: dict[str, Any]) -> None:
         method = message["method"]
         if method not in self._handlers:
             self.dispatcher.reply(jsonrpc.error_response(message["id"], jsonrpc.METHOD_NOT_FOUND, f"method not found: {method}"))
             return
         self.callbacks.submit(self._answer_server_request, message)
 
-    def _answer_server_request(self, message: Dict[str, Any]) -> None:
+    def _answer_server_request(self, message: dict[str, Any]) -> None:
         params = message.get("params")
         try:
             result = self._run_handler(message["method"], params if isinstance(params, dict) else {})
@@ -630,7 +633,7 @@ class Client:
             reply = jsonrpc.error_response(message["id"], jsonrpc.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
         self.dispatcher.reply(reply)
 
-    def _on_server_notification(self, message: Dict[str, Any]) -> None:
+    def _on_server_notification(self, message: dict[str, Any]) -> None:
         method = message["method"]
         params = message.get("params")
         params = params if isinstance(params, dict) else {}
@@ -641,7 +644,7 @@ class Client:
         for callback in callbacks:
             self.callbacks.submit(callback, params)
 
-    def _check_result_type(self, result: Dict[str, Any], method: str) -> None:
+    def _check_result_type(self, result: dict[str, Any], method: str) -> None:
         kind = result.get("resultType", "complete")
         if kind != "complete":
             raise ProtocolError(f"server {self.name!r} answered {method} with resultType {kind!r}")

@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import Any, Union
 
 from .errors import ConfigError
 from .transports.base import Transport
 
-__all__ = ["ServerSpec", "make_transport", "is_url"]
+__all__ = ["ServerSpec", "is_url", "make_transport"]
 
 ServerSpec = Union[str, Sequence[str], Mapping[str, Any]]
 
@@ -36,19 +37,19 @@ def _no_http_yet(url: str) -> ConfigError:
 def make_transport(
     spec: ServerSpec,
     *,
-    name: Optional[str] = None,
-    env: Optional[Mapping[str, str]] = None,
-    inherit_env: Optional[bool] = None,
-    cwd: Optional[str] = None,
+    name: str | None = None,
+    env: Mapping[str, str] | None = None,
+    inherit_env: bool | None = None,
+    cwd: str | None = None,
     stderr: Any = None,
-    max_message_bytes: Optional[int] = None,
-    close_timeout: Optional[float] = None,
+    max_message_bytes: int | None = None,
+    close_timeout: float | None = None,
 ) -> Transport:
     """Build (but do not start) the transport ``spec`` asks for."""
     from .transports.stdio import DEFAULT_MAX_MESSAGE_BYTES, StdioTransport
 
-    argv: List[str]
-    entry_env: Dict[str, str] = {}
+    argv: list[str]
+    entry_env: dict[str, str] = {}
     entry_inherit = False
     if isinstance(spec, str):
         if not spec.strip():
@@ -100,7 +101,7 @@ def make_transport(
         max_message_bytes=max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES,
         close_timeout=2.0 if close_timeout is None else close_timeout,
     )
-    transport.era_cache_key = ("stdio", tuple(argv), cwd)  # type: ignore[attr-defined]
+    transport.era_cache_key = ("stdio", tuple(argv), cwd)
     return transport
 
 

@@ -16,21 +16,21 @@ import math
 import os
 import threading
 from concurrent.futures import Future
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Optional
 
 from . import jsonrpc
 from .callbacks import CallbackRunner
-from .errors import ConnectionClosed, ForkedClient, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
+from .errors import ConnectionClosed, ForkedClient, MCPError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
 from .jsonrpc import RequestId
 from .scheduler import Deadline, get_scheduler
 from .transports.base import Transport
 
-__all__ = ["Dispatcher", "RequestFuture", "ProgressCallback", "CONTINUED"]
+__all__ = ["CONTINUED", "Dispatcher", "ProgressCallback", "RequestFuture"]
 
 log = logging.getLogger("mcpcall.dispatcher")
 
 ProgressCallback = Callable[[float, Optional[float], Optional[str]], None]
-Transform = Callable[[Dict[str, Any]], Any]
+Transform = Callable[[dict[str, Any]], Any]
 
 #: Returned by a transform that has taken over completing the Future itself.
 CONTINUED = object()
@@ -46,8 +46,8 @@ class RequestFuture(Future):  # type: ignore[type-arg]
     def __init__(self, method: str) -> None:
         super().__init__()
         self.method = method
-        self.request_id: Optional[RequestId] = None
-        self._dispatcher: Optional["Dispatcher"] = None
+        self.request_id: RequestId | None = None
+        self._dispatcher: Dispatcher | None = None
 
     def cancel(self) -> bool:
         """Cancel the request: the Future ends cancelled and the server is told to stop.
@@ -72,29 +72,29 @@ class _Entry:
     """One request in flight."""
 
     __slots__ = (
-        "request_id",
-        "method",
-        "future",
-        "transform",
-        "deadline",
-        "timeout",
-        "max_deadline_at",
-        "on_progress",
-        "reset_on_progress",
         "cancel_on_timeout",
+        "deadline",
         "dispatcher",
+        "future",
+        "max_deadline_at",
+        "method",
+        "on_progress",
+        "request_id",
+        "reset_on_progress",
+        "timeout",
+        "transform",
     )
 
-    def __init__(self, dispatcher: "Dispatcher", request_id: RequestId, method: str, future: RequestFuture) -> None:
+    def __init__(self, dispatcher: Dispatcher, request_id: RequestId, method: str, future: RequestFuture) -> None:
         self.dispatcher = dispatcher
         self.request_id = request_id
         self.method = method
         self.future = future
-        self.transform: Optional[Transform] = None
-        self.deadline: Optional[Deadline] = None
-        self.timeout: Optional[float] = None
-        self.max_deadline_at: Optional[float] = None
-        self.on_progress: Optional[ProgressCallback] = None
+        self.transform: Transform | None = None
+        self.deadline: Deadline | None = None
+        self.timeout: float | None = None
+        self.max_deadline_at: float | None = None
+        self.on_progress: ProgressCallback | None = None
         self.reset_on_progress = False
         self.cancel_on_timeout = True
 
@@ -122,18 +122,18 @@ class Dispatcher:
         *,
         name: str,
         callbacks: CallbackRunner,
-        on_request: Optional[Callable[[Dict[str, Any]], None]] = None,
-        on_notification: Optional[Callable[[Dict[str, Any]], None]] = None,
+        on_request: Callable[[dict[str, Any]], None] | None = None,
+        on_notification: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.transport = transport
         self.name = name
         self.callbacks = callbacks
         self.on_request = on_request
         self.on_notification = on_notification
-        self._pending: Dict[RequestId, _Entry] = {}
+        self._pending: dict[RequestId, _Entry] = {}
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._closed: Optional[BaseException] = None
+        self._closed: BaseException | None = None
         self._pid = os.getpid()
 
     # -- sending ---------------------------------------------------------------
@@ -141,15 +141,15 @@ class Dispatcher:
     def request(
         self,
         method: str,
-        params: Optional[Dict[str, Any]] = None,
-        timeout: Optional[float] = None,
+        params: dict[str, Any] | None = None,
+        timeout: float | None = None,
         *,
-        transform: Optional[Transform] = None,
-        on_progress: Optional[ProgressCallback] = None,
+        transform: Transform | None = None,
+        on_progress: ProgressCallback | None = None,
         reset_timeout_on_progress: bool = False,
-        max_timeout: Optional[float] = None,
+        max_timeout: float | None = None,
         cancel_on_timeout: bool = True,
-        future: Optional[RequestFuture] = None,
+        future: RequestFuture | None = None,
     ) -> RequestFuture:
         """Send a request; the returned Future completes with the (transformed) result.
 
@@ -194,18 +194,18 @@ class Dispatcher:
                 if max_timeout is not None:
                     entry.max_deadline_at = get_scheduler_time() + max_timeout
             entry.deadline = get_scheduler().schedule(timeout, entry.expire)
-        message: Dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             message["params"] = params
         try:
             self.transport.send(message)
-        except BaseException as exc:
+        except Exception as exc:  # noqa: BLE001 - the caller sees it through the Future
             if self._pop(rid) is not None:
                 entry.finish()
                 future.set_exception(exc)
         return future
 
-    def notify(self, method: str, params: Optional[Dict[str, Any]] = None) -> None:
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send a notification (no answer)."""
         if os.getpid() != self._pid:
             raise ForkedClient(f"this client for {self.name!r} was created in another process")
@@ -213,7 +213,7 @@ class Dispatcher:
 
     # -- completing --------------------------------------------------------------
 
-    def _pop(self, rid: RequestId) -> Optional[_Entry]:
+    def _pop(self, rid: RequestId) -> _Entry | None:
         with self._lock:
             return self._pending.pop(rid, None)
 
@@ -265,7 +265,7 @@ class Dispatcher:
 
     # -- receiving (reader threads) ----------------------------------------------
 
-    def on_message(self, message: Dict[str, Any]) -> None:
+    def on_message(self, message: dict[str, Any]) -> None:
         """Route one decoded message from the transport."""
         if "method" not in message and message.get("jsonrpc") == "2.0":
             if "result" in message:
@@ -290,20 +290,20 @@ class Dispatcher:
         else:
             log.warning("server %r sent a message that is not JSON-RPC 2.0; ignored: %.200r", self.name, message)
 
-    def _complete(self, entry: _Entry, result: Dict[str, Any]) -> None:
+    def _complete(self, entry: _Entry, result: dict[str, Any]) -> None:
         transform = entry.transform
         if transform is None:
             entry.future.set_result(result)
             return
         try:
             value = transform(result)
-        except BaseException as exc:
+        except Exception as exc:  # noqa: BLE001 - a bad result fails its own request only
             entry.future.set_exception(exc)
             return
         if value is not CONTINUED:
             entry.future.set_result(value)
 
-    def _on_error_response(self, message: Dict[str, Any]) -> None:
+    def _on_error_response(self, message: dict[str, Any]) -> None:
         rid = message.get("id")
         error = message["error"]
         if rid is None:
@@ -321,7 +321,7 @@ class Dispatcher:
             cls(code, msg if isinstance(msg, str) else repr(msg), error.get("data"), server=self.name, method=entry.method)
         )
 
-    def _on_notification(self, message: Dict[str, Any]) -> None:
+    def _on_notification(self, message: dict[str, Any]) -> None:
         method = message["method"]
         if method == "notifications/progress":
             self._on_progress(message.get("params"))
@@ -336,8 +336,10 @@ class Dispatcher:
         if not isinstance(params, dict):
             return
         token = params.get("progressToken")
+        if not isinstance(token, (int, str)) or isinstance(token, bool):
+            return
         with self._lock:
-            entry = self._pending.get(token) if jsonrpc.is_valid_id(token) else None
+            entry = self._pending.get(token)
         if entry is None or entry.on_progress is None:
             log.debug("server %r: progress for unknown token %r", self.name, token)
             return
@@ -363,7 +365,7 @@ class Dispatcher:
         if old is not None:
             old.cancel()
 
-    def _on_request(self, message: Dict[str, Any]) -> None:
+    def _on_request(self, message: dict[str, Any]) -> None:
         if message["method"] == "ping":
             self._reply(jsonrpc.result_response(message["id"], {}))
             return
@@ -372,17 +374,17 @@ class Dispatcher:
             return
         self._reply(jsonrpc.error_response(message["id"], jsonrpc.METHOD_NOT_FOUND, f"method not found: {message['method']}"))
 
-    def _reply(self, message: Dict[str, Any]) -> None:
+    def _reply(self, message: dict[str, Any]) -> None:
         try:
             self.transport.send(message)
-        except Exception as exc:
+        except MCPError as exc:
             log.debug("server %r: could not answer its request: %s", self.name, exc)
 
-    def reply(self, message: Dict[str, Any]) -> None:
+    def reply(self, message: dict[str, Any]) -> None:
         """Send a response to a server request (errors are logged, not raised)."""
         self._reply(message)
 
-    def on_bad_message(self, error: BaseException, request_id: Optional[RequestId]) -> None:
+    def on_bad_message(self, error: BaseException, request_id: RequestId | None) -> None:
         """Fail the request a broken message answered, or everything in flight if unknown."""
         if request_id is not None:
             entry = self._pop(request_id)

@@ -20,18 +20,19 @@ transport boundary, keeping the original as ``__cause__``.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 __all__ = [
-    "MCPError",
     "ConfigError",
-    "RequestTimeout",
-    "RPCError",
-    "UnsupportedVersion",
-    "ToolError",
-    "ProtocolError",
     "ConnectionClosed",
     "ForkedClient",
+    "MCPError",
+    "ProtocolError",
+    "RPCError",
+    "RequestTimeout",
+    "ToolError",
+    "UnsupportedVersion",
 ]
 
 
@@ -99,7 +100,7 @@ class ConnectionClosed(MCPError, ConnectionError):
         self,
         message: str,
         *,
-        returncode: Optional[int] = None,
+        returncode: int | None = None,
         stderr_tail: Sequence[str] = (),
     ) -> None:
         self.returncode = returncode

@@ -8,38 +8,38 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, Optional, Union
+from typing import Any, Union
 
 from .errors import ProtocolError
 
 __all__ = [
-    "RequestId",
-    "PARSE_ERROR",
+    "HEADER_MISMATCH",
+    "INTERNAL_ERROR",
+    "INVALID",
+    "INVALID_PARAMS",
     "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
-    "INVALID_PARAMS",
-    "INTERNAL_ERROR",
-    "HEADER_MISMATCH",
     "MISSING_CLIENT_CAPABILITY",
-    "UNSUPPORTED_PROTOCOL_VERSION",
-    "REQUEST",
     "NOTIFICATION",
+    "PARSE_ERROR",
+    "REQUEST",
     "RESPONSE",
-    "INVALID",
-    "is_valid_id",
-    "request",
-    "notification",
-    "result_response",
-    "error_response",
+    "UNSUPPORTED_PROTOCOL_VERSION",
+    "RequestId",
+    "classify",
+    "decode",
     "encode",
     "encode_line",
-    "decode",
-    "classify",
+    "error_response",
+    "is_valid_id",
+    "notification",
     "peek_id",
+    "request",
+    "result_response",
 ]
 
 RequestId = Union[int, str]
-Message = Dict[str, Any]
+Message = dict[str, Any]
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -65,7 +65,7 @@ def is_valid_id(value: object) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def request(request_id: RequestId, method: str, params: Optional[Dict[str, Any]] = None) -> Message:
+def request(request_id: RequestId, method: str, params: dict[str, Any] | None = None) -> Message:
     """A request message; ``params`` is left out when ``None``."""
     if not is_valid_id(request_id):
         raise ValueError(f"a JSON-RPC request id must be a string or an integer, not {request_id!r}")
@@ -75,7 +75,7 @@ def request(request_id: RequestId, method: str, params: Optional[Dict[str, Any]]
     return msg
 
 
-def notification(method: str, params: Optional[Dict[str, Any]] = None) -> Message:
+def notification(method: str, params: dict[str, Any] | None = None) -> Message:
     """A notification message (no id, no answer expected)."""
     msg: Message = {"jsonrpc": "2.0", "method": method}
     if params is not None:
@@ -83,14 +83,14 @@ def notification(method: str, params: Optional[Dict[str, Any]] = None) -> Messag
     return msg
 
 
-def result_response(request_id: RequestId, result: Dict[str, Any]) -> Message:
+def result_response(request_id: RequestId, result: dict[str, Any]) -> Message:
     """A successful response to the request with ``request_id``."""
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
-def error_response(request_id: Optional[RequestId], code: int, message: str, data: Any = None) -> Message:
+def error_response(request_id: RequestId | None, code: int, message: str, data: Any = None) -> Message:
     """An error response; ``request_id`` is ``None`` only when the request's id could not be read."""
-    error: Dict[str, Any] = {"code": code, "message": message}
+    error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
@@ -110,7 +110,7 @@ def encode_line(message: Message) -> bytes:
     return (_dumps(message) + "\n").encode("utf-8")
 
 
-def decode(data: Union[bytes, str]) -> Any:
+def decode(data: bytes | str) -> Any:
     """Parse one JSON text; raise :class:`ProtocolError` when it is not JSON."""
     try:
         return _loads(data)
@@ -157,7 +157,7 @@ def classify(message: Any) -> str:
 _ID_AT_TOP = re.compile(rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.){0,200}")\s*[,}]')
 
 
-def peek_id(head: bytes) -> Optional[RequestId]:
+def peek_id(head: bytes) -> RequestId | None:
     """Read the id of a message from the first bytes of its text, if it stands first.
 
     Used for a message too large to parse: when its id comes before anything

@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 import time
-from typing import Callable, List, Optional
+from typing import Callable
 
 __all__ = ["Deadline", "Scheduler", "schedule"]
 
@@ -29,15 +29,15 @@ log = logging.getLogger("mcpcall.scheduler")
 class Deadline:
     """A scheduled callback; ``cancel()`` makes sure it never runs (unless it already has)."""
 
-    __slots__ = ("when", "seq", "callback", "_scheduler")
+    __slots__ = ("_scheduler", "callback", "seq", "when")
 
-    def __init__(self, when: float, seq: int, callback: Callable[[], None], scheduler: "Scheduler") -> None:
+    def __init__(self, when: float, seq: int, callback: Callable[[], None], scheduler: Scheduler) -> None:
         self.when = when
         self.seq = seq
-        self.callback: Optional[Callable[[], None]] = callback
+        self.callback: Callable[[], None] | None = callback
         self._scheduler = scheduler
 
-    def __lt__(self, other: "Deadline") -> bool:
+    def __lt__(self, other: Deadline) -> bool:
         return (self.when, self.seq) < (other.when, other.seq)
 
     def cancel(self) -> None:
@@ -52,11 +52,11 @@ class Scheduler:
 
     def __init__(self, name: str = "mcpcall-scheduler") -> None:
         self._name = name
-        self._heap: List[Deadline] = []
+        self._heap: list[Deadline] = []
         self._cond = threading.Condition(threading.Lock())
         self._seq = itertools.count()
         self._dead = 0
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
 
     def schedule(self, delay: float, callback: Callable[[], None]) -> Deadline:
         """Run ``callback`` on the scheduler thread ``delay`` seconds from now."""

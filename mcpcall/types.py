@@ -7,15 +7,16 @@ server sent stays in ``raw``, untouched.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any
 
 from .errors import ProtocolError, ToolError
 
-__all__ = ["Implementation", "Tool", "CallToolResult", "parse_tool", "parse_call_result"]
+__all__ = ["CallToolResult", "Implementation", "Tool", "parse_call_result", "parse_tool"]
 
 
-def _mapping(value: Any) -> Dict[str, Any]:
+def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
@@ -25,11 +26,11 @@ class Implementation:
 
     name: str
     version: str
-    title: Optional[str] = None
+    title: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_wire(cls, data: Any) -> "Implementation":
+    def from_wire(cls, data: Any) -> Implementation:
         """Build from a wire dict; tolerant of missing fields."""
         data = _mapping(data)
         title = data.get("title")
@@ -40,7 +41,7 @@ class Implementation:
             raw=data,
         )
 
-    def to_wire(self) -> Dict[str, Any]:
+    def to_wire(self) -> dict[str, Any]:
         """The dict sent on the wire."""
         out = dict(self.raw)
         out.update(name=self.name, version=self.version)
@@ -56,8 +57,8 @@ class Tool:
     name: str
     description: str = ""
     input_schema: Mapping[str, Any] = field(default_factory=dict, repr=False)
-    output_schema: Optional[Mapping[str, Any]] = field(default=None, repr=False)
-    title: Optional[str] = None
+    output_schema: Mapping[str, Any] | None = field(default=None, repr=False)
+    title: str | None = None
     annotations: Mapping[str, Any] = field(default_factory=dict, repr=False)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -94,8 +95,8 @@ class CallToolResult:
     :meth:`raise_for_error` turns it into a :class:`~mcpcall.errors.ToolError`.
     """
 
-    content: List[Dict[str, Any]]
-    structured_content: Optional[Any] = None
+    content: list[dict[str, Any]]
+    structured_content: Any | None = None
     is_error: bool = False
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     tool: str = ""
@@ -110,7 +111,7 @@ class CallToolResult:
             return json.dumps(self.structured_content, ensure_ascii=False)
         return ""
 
-    def raise_for_error(self) -> "CallToolResult":
+    def raise_for_error(self) -> CallToolResult:
         """Raise :class:`ToolError` if the tool reported failure; else return self."""
         if self.is_error:
             name = f"tool {self.tool!r}" if self.tool else "tool"
@@ -118,7 +119,7 @@ class CallToolResult:
         return self
 
 
-def parse_call_result(data: Dict[str, Any], tool: str = "") -> CallToolResult:
+def parse_call_result(data: dict[str, Any], tool: str = "") -> CallToolResult:
     """A :class:`CallToolResult` from a ``tools/call`` result dict."""
     content = data.get("content")
     if content is None:

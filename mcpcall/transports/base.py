@@ -8,11 +8,13 @@ unreadable arrived, ``on_close`` once when the connection is gone for good.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+import logging
+from typing import Any, Protocol
 
-from typing import Protocol
-
+from ..errors import MCPError
 from ..jsonrpc import RequestId
+
+log = logging.getLogger("mcpcall.transport")
 
 __all__ = ["Receiver", "Transport"]
 
@@ -20,10 +22,10 @@ __all__ = ["Receiver", "Transport"]
 class Receiver(Protocol):
     """The side that consumes what a transport reads (the dispatcher)."""
 
-    def on_message(self, message: Dict[str, Any]) -> None:
+    def on_message(self, message: dict[str, Any]) -> None:
         """A decoded JSON object arrived (not yet checked for JSON-RPC shape)."""
 
-    def on_bad_message(self, error: BaseException, request_id: Optional[RequestId]) -> None:
+    def on_bad_message(self, error: BaseException, request_id: RequestId | None) -> None:
         """Something unusable arrived; ``request_id`` names the request it answered, if known."""
 
     def on_close(self, error: BaseException) -> None:
@@ -44,7 +46,7 @@ class Transport:
         """Open the connection and begin delivering incoming messages to ``receiver``."""
         raise NotImplementedError
 
-    def send(self, message: Dict[str, Any]) -> None:
+    def send(self, message: dict[str, Any]) -> None:
         """Queue one message for the peer without blocking on the peer.
 
         Raises :class:`~mcpcall.errors.ConnectionClosed` when the connection is gone.
@@ -56,8 +58,8 @@ class Transport:
         params = {"requestId": request_id, "reason": reason}
         try:
             self.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
-        except Exception:  # the peer is gone; nothing to cancel
-            pass
+        except MCPError as exc:  # the peer is gone; nothing left to cancel
+            log.debug("server %r: cancel of %r not sent: %s", self.name, request_id, exc)
 
     def close(self) -> None:
         """End the connection and every thread the transport owns; idempotent."""

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable
 
 from ..errors import ConnectionClosed
 from .base import Receiver, Transport
 
 __all__ = ["MemoryTransport", "Reply", "Serve"]
 
-Reply = Callable[[Dict[str, Any]], None]
-Serve = Callable[[Dict[str, Any], Reply], None]
+Reply = Callable[[dict[str, Any]], None]
+Serve = Callable[[dict[str, Any], Reply], None]
 
 _STOP = object()
 
@@ -29,13 +29,13 @@ class MemoryTransport(Transport):
     def __init__(self, serve: Serve, *, name: str = "memory") -> None:
         self.name = name
         self._serve = serve
-        self._to_server: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
-        self._to_client: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
-        self._receiver: Optional[Receiver] = None
-        self._threads: List[threading.Thread] = []
-        self._gone: Optional[ConnectionClosed] = None
+        self._to_server: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._to_client: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._receiver: Receiver | None = None
+        self._threads: list[threading.Thread] = []
+        self._gone: ConnectionClosed | None = None
         self._lock = threading.Lock()
-        self.sent: List[Dict[str, Any]] = []
+        self.sent: list[dict[str, Any]] = []
 
     def start(self, receiver: Receiver) -> None:
         self._receiver = receiver
@@ -44,14 +44,14 @@ class MemoryTransport(Transport):
             self._threads.append(thread)
             thread.start()
 
-    def send(self, message: Dict[str, Any]) -> None:
+    def send(self, message: dict[str, Any]) -> None:
         with self._lock:
             if self._gone is not None:
                 raise self._gone
             self.sent.append(message)
         self._to_server.put(message)
 
-    def reply(self, message: Dict[str, Any]) -> None:
+    def reply(self, message: dict[str, Any]) -> None:
         """Deliver ``message`` to the client (callable from any thread)."""
         self._to_client.put(message)
 

@@ -29,13 +29,14 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import IO, Any, Callable, Union
 
 from .. import jsonrpc
 from ..errors import ConfigError, ConnectionClosed, ProtocolError
 from .base import Receiver, Transport
 
-__all__ = ["StdioTransport", "default_environment", "DEFAULT_MAX_MESSAGE_BYTES"]
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "StdioTransport", "default_environment"]
 
 log = logging.getLogger("mcpcall.stdio")
 
@@ -55,7 +56,7 @@ else:
 StderrOption = Union[None, str, Callable[[str], None], IO[str]]
 
 
-def default_environment() -> Dict[str, str]:
+def default_environment() -> dict[str, str]:
     """The few variables a server inherits by default (not secrets, just enough to run)."""
     return {k: os.environ[k] for k in _INHERITED if k in os.environ and not os.environ[k].startswith("()")}
 
@@ -67,10 +68,10 @@ class StdioTransport(Transport):
         self,
         argv: Sequence[str],
         *,
-        name: Optional[str] = None,
-        env: Optional[Mapping[str, str]] = None,
+        name: str | None = None,
+        env: Mapping[str, str] | None = None,
         inherit_env: bool = False,
-        cwd: Optional[str] = None,
+        cwd: str | None = None,
         stderr: StderrOption = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         close_timeout: float = 2.0,
@@ -85,18 +86,18 @@ class StdioTransport(Transport):
         self._stderr_option = stderr
         self.max_message_bytes = max_message_bytes
         self.close_timeout = close_timeout
-        self.stderr_tail: Deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
-        self.process: Optional[subprocess.Popen[bytes]] = None
-        self._receiver: Optional[Receiver] = None
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self.process: subprocess.Popen[bytes] | None = None
+        self._receiver: Receiver | None = None
         self._stdin_fd = -1
-        self._out: Deque[memoryview] = collections.deque()
+        self._out: collections.deque[memoryview] = collections.deque()
         self._write_lock = threading.Lock()
         self._write_ready = threading.Condition(self._write_lock)
-        self._threads: List[threading.Thread] = []
+        self._threads: list[threading.Thread] = []
         self._closing = False
         self._closed = False
         self._close_lock = threading.Lock()
-        self._gone: Optional[ConnectionClosed] = None
+        self._gone: ConnectionClosed | None = None
         self._stderr_logger = logging.getLogger(f"mcpcall.server.{self.name}")
 
     def __repr__(self) -> str:
@@ -106,7 +107,7 @@ class StdioTransport(Transport):
 
     # -- starting ----------------------------------------------------------------
 
-    def _environment(self) -> Dict[str, str]:
+    def _environment(self) -> dict[str, str]:
         env = dict(os.environ) if self._inherit_env else default_environment()
         env.update(self._env_extra)
         return env
@@ -153,7 +154,7 @@ class StdioTransport(Transport):
 
     # -- writing -----------------------------------------------------------------
 
-    def send(self, message: Dict[str, Any]) -> None:
+    def send(self, message: dict[str, Any]) -> None:
         data = jsonrpc.encode_line(message)
         with self._write_lock:
             if self._gone is not None:
@@ -284,7 +285,7 @@ class StdioTransport(Transport):
         if receiver is not None:
             receiver.on_close(exc)
 
-    def _exit_code(self, wait: float) -> Optional[int]:
+    def _exit_code(self, wait: float) -> int | None:
         """The exit status without reaping (so the process group stays ours until close)."""
         proc = self.process
         if proc is None:
@@ -304,14 +305,14 @@ class StdioTransport(Transport):
         stream = proc.stderr
         option = self._stderr_option
         tail = self.stderr_tail
-        sink: Optional[Callable[[str], None]] = None
+        sink: Callable[[str], None] | None = None
         if callable(option):
             sink = option
         elif option is not None and hasattr(option, "write"):
             target = option
 
             def sink(text: str) -> None:
-                target.write(text + "\n")  # type: ignore[union-attr]
+                target.write(text + "\n")
                 flush = getattr(target, "flush", None)
                 if flush is not None:
                     flush()
@@ -337,7 +338,7 @@ class StdioTransport(Transport):
     # -- closing -----------------------------------------------------------------
 
     @property
-    def returncode(self) -> Optional[int]:
+    def returncode(self) -> int | None:
         """The exit code once the process has ended, else ``None``."""
         return self._exit_code(0.0)
 
@@ -400,7 +401,7 @@ class StdioTransport(Transport):
             log.warning("could not signal server %r: %s", self.name, exc)
 
 
-def _peek_exit(pid: int) -> Optional[int]:
+def _peek_exit(pid: int) -> int | None:
     """The exit status of ``pid`` if it has ended, leaving it unreaped; else None."""
     try:
         info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
