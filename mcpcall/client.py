@@ -330,6 +330,8 @@ class Client:
         self._remember("legacy", chosen)
 
     def _remember(self, era: str, version: str) -> None:
+        if self.protocol != "auto":
+            return  # a forced era says nothing about what the server would choose
         key = self._cache_key()
         if key is not None:
             _era_cache[key] = (era, version)

@@ -78,6 +78,7 @@ class _Entry:
         "future",
         "max_deadline_at",
         "method",
+        "ordered",
         "on_progress",
         "request_id",
         "reset_on_progress",
@@ -97,6 +98,7 @@ class _Entry:
         self.on_progress: ProgressCallback | None = None
         self.reset_on_progress = False
         self.cancel_on_timeout = True
+        self.ordered = False
 
     def expire(self) -> None:
         self.dispatcher._expire(self.request_id)
@@ -176,6 +178,9 @@ class Dispatcher:
             meta["progressToken"] = rid
             params["_meta"] = meta
             entry.on_progress = on_progress
+            # Complete through the callbacks thread, after the progress callbacks queued
+            # before the answer; unless we are on that thread (it would wait on itself).
+            entry.ordered = not self.callbacks.in_callback_thread()
         future.request_id = rid
         future._dispatcher = self
         with self._lock:
@@ -291,6 +296,10 @@ class Dispatcher:
             log.warning("server %r sent a message that is not JSON-RPC 2.0; ignored: %.200r", self.name, message)
 
     def _complete(self, entry: _Entry, result: dict[str, Any]) -> None:
+        if entry.ordered:
+            entry.ordered = False
+            self.callbacks.submit(self._complete, entry, result)
+            return
         transform = entry.transform
         if transform is None:
             entry.future.set_result(result)
