@@ -338,20 +338,18 @@ class Client:
 
     # -- requests ------------------------------------------------------------------
 
-    def _params(self, params: dict[str, Any] | None) -> dict[str, Any] | None:
-        """Add the modern per-request ``_meta`` (a caller's own ``_meta`` keys win)."""
-        if self.era != "modern":
-            return params
+    def _params(self, params: dict[str, Any] | None, meta: dict[str, Any]) -> dict[str, Any]:
+        """``params`` with the modern per-request ``_meta`` (a caller's own ``_meta`` keys win)."""
         if not params:
-            return {"_meta": self._meta}
+            return {"_meta": meta}
         out = dict(params)
         extra = params.get("_meta")
         if extra:
-            meta = dict(self._meta)
-            meta.update(extra)
-            out["_meta"] = meta
+            merged = dict(meta)
+            merged.update(extra)
+            out["_meta"] = merged
         else:
-            out["_meta"] = self._meta
+            out["_meta"] = meta
         return out
 
     def request(
@@ -370,81 +368,92 @@ class Client:
         needs input (``input_required``) is answered through the handlers and
         retried until it completes.
         """
-        return self._send(method, params, timeout, None, on_progress, reset_timeout_on_progress, max_timeout)
+        call = _Call(method, params, timeout, None, on_progress, reset_timeout_on_progress, max_timeout)
+        return self._send(call)
 
-    def _send(
-        self,
-        method: str,
-        params: dict[str, Any] | None,
-        timeout: float | None,
-        transform: Callable[[dict[str, Any]], Any] | None,
-        on_progress: ProgressCallback | None = None,
-        reset_timeout_on_progress: bool = False,
-        max_timeout: float | None = None,
-    ) -> RequestFuture:
+    def _send(self, call: _Call) -> RequestFuture:
         if self._closed:
             from .errors import ConnectionClosed
 
             raise ConnectionClosed(f"client for server {self.name!r} is closed")
-        if timeout is None:
-            timeout = self.timeout
-        future = RequestFuture(method)
-        final = transform
+        if call.timeout is None:
+            call.timeout = self.timeout
+        future = RequestFuture(call.method, call)
+        return self._dispatch(call, future)
+
+    def _dispatch(self, call: _Call, future: RequestFuture) -> RequestFuture:
+        """Send ``call`` (again) under a new id, completing ``future``."""
         if self.era == "modern":
-            final = self._modern_transform(
-                method, params, timeout, transform, future, on_progress, reset_timeout_on_progress, max_timeout
-            )
+            params: dict[str, Any] | None = self._params(call.params, self._meta)
+            transform: Any = self._modern_result
+            on_error: Any = self._modern_error
+        else:
+            params = call.params
+            transform = call.transform
+            on_error = None
         return self.dispatcher.request(
-            method,
-            self._params(params),
-            timeout,
-            transform=final,
-            on_progress=on_progress,
-            reset_timeout_on_progress=reset_timeout_on_progress,
-            max_timeout=max_timeout,
+            call.method,
+            params,
+            call.timeout,
+            transform=transform,
+            on_error=on_error,
+            on_progress=call.on_progress,
+            reset_timeout_on_progress=call.reset,
+            max_timeout=call.max_timeout,
             future=future,
         )
 
-    def _modern_transform(
-        self,
-        method: str,
-        params: dict[str, Any] | None,
-        timeout: float | None,
-        transform: Callable[[dict[str, Any]], Any] | None,
-        future: RequestFuture,
-        on_progress: ProgressCallback | None,
-        reset: bool,
-        max_timeout: float | None,
-    ) -> Callable[[dict[str, Any]], Any]:
+    def _modern_result(self, result: dict[str, Any], future: RequestFuture) -> Any:
         """Check ``resultType``; on ``input_required`` take over and retry with the answers."""
-        rounds = [0]
+        call: _Call = future.context
+        kind = result.get("resultType", "complete")
+        if kind == "complete":
+            return call.transform(result, future) if call.transform is not None else result
+        if kind == "input_required" and call.method in _MRTR_METHODS:
+            call.rounds += 1
+            if call.rounds > _MAX_ROUNDS:
+                raise ProtocolError(f"server {self.name!r} asked for input {_MAX_ROUNDS} times on one {call.method}; gave up")
+            self.callbacks.submit(self._answer_input_required, call, result, future)
+            return CONTINUED
+        raise ProtocolError(f"server {self.name!r} answered {call.method} with resultType {kind!r}, which mcpcall does not know")
 
-        def handle(result: dict[str, Any]) -> Any:
-            kind = result.get("resultType", "complete")
-            if kind == "complete":
-                return transform(result) if transform is not None else result
-            if kind == "input_required" and method in _MRTR_METHODS:
-                rounds[0] += 1
-                if rounds[0] > _MAX_ROUNDS:
-                    raise ProtocolError(f"server {self.name!r} asked for input {_MAX_ROUNDS} times on one {method}; gave up")
-                self.callbacks.submit(self._answer_input_required, method, params, result, future, timeout, handle, on_progress, reset, max_timeout)
-                return CONTINUED
-            raise ProtocolError(f"server {self.name!r} answered {method} with resultType {kind!r}, which mcpcall does not know")
+    def _modern_error(self, exc: BaseException, future: RequestFuture) -> Any:
+        """Retry once on a version the server names (-32022) or after re-listing tools (-32020)."""
+        call: _Call = future.context
+        if call.retried or not isinstance(exc, RPCError):
+            return None
+        if isinstance(exc, UnsupportedVersion):
+            common = [v for v in MODERN_VERSIONS if v in exc.supported]
+            if not common:
+                return None
+            call.retried = True
+            self._meta = self._request_meta(common[0])
+            self.protocol_version = common[0]
+            self.callbacks.submit(self._retry, call, future)
+            return CONTINUED
+        if exc.code == jsonrpc.HEADER_MISMATCH and call.method == "tools/call":
+            call.retried = True
+            self.callbacks.submit(self._relist_and_retry, call, future)
+            return CONTINUED
+        return None
 
-        return handle
+    def _retry(self, call: _Call, future: RequestFuture) -> None:
+        if future.done():
+            return
+        try:
+            self._dispatch(call, future)
+        except Exception as exc:  # noqa: BLE001 - the caller's Future carries it
+            if not future.done():
+                future.set_exception(exc)
 
-    def _answer_input_required(
-        self,
-        method: str,
-        params: dict[str, Any] | None,
-        result: dict[str, Any],
-        future: RequestFuture,
-        timeout: float | None,
-        handle: Callable[[dict[str, Any]], Any],
-        on_progress: ProgressCallback | None,
-        reset: bool,
-        max_timeout: float | None,
-    ) -> None:
+    def _relist_and_retry(self, call: _Call, future: RequestFuture) -> None:
+        try:
+            self.list_tools(timeout=call.timeout)
+        except Exception as exc:  # noqa: BLE001
+            log.debug("re-listing tools after a header mismatch failed: %s", exc)
+        self._retry(call, future)
+
+    def _answer_input_required(self, call: _Call, result: dict[str, Any], future: RequestFuture) -> None:
         if future.done():
             return
         try:
@@ -455,7 +464,7 @@ class Client:
                     if not isinstance(req, dict) or not isinstance(req.get("method"), str):
                         raise ProtocolError(f"server {self.name!r} sent a malformed input request {key!r}")
                     responses[key] = self._run_handler(req["method"], req.get("params") or {})
-            retry = dict(params or {})
+            retry = dict(call.params or {})
             retry.pop("inputResponses", None)
             retry.pop("requestState", None)
             if responses:
@@ -463,16 +472,9 @@ class Client:
             state = result.get("requestState")
             if isinstance(state, str):
                 retry["requestState"] = state
-            self.dispatcher.request(
-                method,
-                self._params(retry),
-                timeout,
-                transform=handle,
-                on_progress=on_progress,
-                reset_timeout_on_progress=reset,
-                max_timeout=max_timeout,
-                future=future,
-            )
+            follow_up = call.with_params(retry)
+            future.context = follow_up
+            self._dispatch(follow_up, future)
         except Exception as exc:  # noqa: BLE001 - a handler's failure belongs to the caller's Future
             if not future.done():
                 future.set_exception(exc)
@@ -498,7 +500,7 @@ class Client:
         seen = set()
         while True:
             params = {"cursor": cursor} if cursor is not None else None
-            page = self._wait(self._send(method, params, timeout, None))
+            page = self._wait(self._send(_Call(method, params, timeout)))
             items = page.get(key)
             if not isinstance(items, list):
                 raise ProtocolError(f"server {self.name!r} answered {method} without a list {key!r}")
@@ -529,11 +531,8 @@ class Client:
         if meta:
             params["_meta"] = dict(meta)
 
-        def to_result(result: dict[str, Any]) -> CallToolResult:
-            return parse_call_result(result, name)
-
-        future = self._send("tools/call", params, timeout, to_result, on_progress, reset_timeout_on_progress, max_timeout)
-        return future
+        call = _Call("tools/call", params, timeout, _to_call_result, on_progress, reset_timeout_on_progress, max_timeout)
+        return self._send(call)
 
     def call_tool(
         self,
@@ -570,7 +569,7 @@ class Client:
     def ping(self, timeout: float | None = None) -> None:
         """Check the server answers (modern servers have no ping: ``server/discover`` is used)."""
         method = "server/discover" if self.era == "modern" else "ping"
-        self._wait(self._send(method, None, timeout, None))
+        self._wait(self._send(_Call(method, None, timeout)))
 
     def list_resources(self, timeout: float | None = None) -> list[dict[str, Any]]:
         """Every resource of the server (all pages), as wire dicts."""
@@ -578,7 +577,7 @@ class Client:
 
     def read_resource(self, uri: str, timeout: float | None = None) -> dict[str, Any]:
         """The ``resources/read`` result for ``uri``."""
-        return self._wait(self._send("resources/read", {"uri": uri}, timeout, None))  # type: ignore[no-any-return]
+        return self._wait(self._send(_Call("resources/read", {"uri": uri}, timeout)))  # type: ignore[no-any-return]
 
     def list_prompts(self, timeout: float | None = None) -> list[dict[str, Any]]:
         """Every prompt of the server (all pages), as wire dicts."""
@@ -589,7 +588,7 @@ class Client:
         params: dict[str, Any] = {"name": name}
         if arguments:
             params["arguments"] = dict(arguments)
-        return self._wait(self._send("prompts/get", params, timeout, None))  # type: ignore[no-any-return]
+        return self._wait(self._send(_Call("prompts/get", params, timeout)))  # type: ignore[no-any-return]
 
     # -- what the server sends us ----------------------------------------------------
 
@@ -650,6 +649,45 @@ class Client:
         kind = result.get("resultType", "complete")
         if kind != "complete":
             raise ProtocolError(f"server {self.name!r} answered {method} with resultType {kind!r}")
+
+
+class _Call:
+    """What a request needs to be sent again (a retry, a multi-round-trip round)."""
+
+    __slots__ = ("max_timeout", "method", "on_progress", "params", "reset", "retried", "rounds", "timeout", "transform")
+
+    def __init__(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        timeout: float | None,
+        transform: Callable[[dict[str, Any], RequestFuture], Any] | None = None,
+        on_progress: ProgressCallback | None = None,
+        reset: bool = False,
+        max_timeout: float | None = None,
+    ) -> None:
+        self.method = method
+        self.params = params
+        self.timeout = timeout
+        self.transform = transform
+        self.on_progress = on_progress
+        self.reset = reset
+        self.max_timeout = max_timeout
+        self.rounds = 0
+        self.retried = False
+
+    def with_params(self, params: dict[str, Any]) -> _Call:
+        """The same call with other params (the original stays as it was)."""
+        other = _Call(self.method, params, self.timeout, self.transform, self.on_progress, self.reset, self.max_timeout)
+        other.rounds = self.rounds
+        other.retried = self.retried
+        return other
+
+
+def _to_call_result(result: dict[str, Any], future: RequestFuture) -> CallToolResult:
+    params = future.context.params if future.context is not None else None
+    name = params.get("name", "") if isinstance(params, dict) else ""
+    return parse_call_result(result, name)
 
 
 def close_all() -> None:

@@ -16,13 +16,14 @@ import math
 import os
 import threading
 from concurrent.futures import Future
+from time import monotonic
 from typing import Any, Callable, Optional
 
 from . import jsonrpc
 from .callbacks import CallbackRunner
 from .errors import ConnectionClosed, ForkedClient, MCPError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
 from .jsonrpc import RequestId
-from .scheduler import Deadline, get_scheduler
+from .scheduler import get_scheduler
 from .transports.base import Transport
 
 __all__ = ["CONTINUED", "Dispatcher", "ProgressCallback", "RequestFuture"]
@@ -30,7 +31,10 @@ __all__ = ["CONTINUED", "Dispatcher", "ProgressCallback", "RequestFuture"]
 log = logging.getLogger("mcpcall.dispatcher")
 
 ProgressCallback = Callable[[float, Optional[float], Optional[str]], None]
-Transform = Callable[[dict[str, Any]], Any]
+#: ``transform(result, future)``: what the Future yields, or CONTINUED.
+Transform = Callable[[dict[str, Any], "RequestFuture"], Any]
+#: ``on_error(exc, future)``: CONTINUED to take over (a retry), else None.
+ErrorHook = Callable[[BaseException, "RequestFuture"], Any]
 
 #: Returned by a transform that has taken over completing the Future itself.
 CONTINUED = object()
@@ -43,9 +47,11 @@ class RequestFuture(Future):  # type: ignore[type-arg]
     multi-round-trip request moves to a new id on each retry).
     """
 
-    def __init__(self, method: str) -> None:
+    def __init__(self, method: str, context: Any = None) -> None:
         super().__init__()
         self.method = method
+        #: Whatever the sender keeps with the request (the client: what a retry needs).
+        self.context = context
         self.request_id: RequestId | None = None
         self._dispatcher: Dispatcher | None = None
 
@@ -60,7 +66,6 @@ class RequestFuture(Future):  # type: ignore[type-arg]
         entry = dispatcher._pop(self.request_id)
         if entry is None:
             return self.done() and self.cancelled()
-        entry.finish()
         cancelled = super().cancel()
         if cancelled:
             self.set_running_or_notify_cancel()
@@ -73,11 +78,11 @@ class _Entry:
 
     __slots__ = (
         "cancel_on_timeout",
-        "deadline",
-        "dispatcher",
+        "due",
         "future",
-        "max_deadline_at",
+        "max_due",
         "method",
+        "on_error",
         "on_progress",
         "ordered",
         "request_id",
@@ -86,27 +91,19 @@ class _Entry:
         "transform",
     )
 
-    def __init__(self, dispatcher: Dispatcher, request_id: RequestId, method: str, future: RequestFuture) -> None:
-        self.dispatcher = dispatcher
+    def __init__(self, request_id: RequestId, method: str, future: RequestFuture) -> None:
         self.request_id = request_id
         self.method = method
         self.future = future
         self.transform: Transform | None = None
-        self.deadline: Deadline | None = None
+        self.on_error: ErrorHook | None = None
         self.timeout: float | None = None
-        self.max_deadline_at: float | None = None
+        self.due = math.inf  # monotonic time when it times out
+        self.max_due = math.inf  # the cap on ``due`` when progress resets it
         self.on_progress: ProgressCallback | None = None
         self.reset_on_progress = False
         self.cancel_on_timeout = True
         self.ordered = False
-
-    def expire(self) -> None:
-        self.dispatcher._expire(self.request_id)
-
-    def finish(self) -> None:
-        deadline = self.deadline
-        if deadline is not None:
-            deadline.cancel()
 
 
 class Dispatcher:
@@ -137,6 +134,10 @@ class Dispatcher:
         self._ids = itertools.count(1)
         self._closed: BaseException | None = None
         self._pid = os.getpid()
+        # Deadlines: each entry has a ``due`` time, and one scheduler callback is armed
+        # for the earliest; when it fires it expires what is overdue and re-arms.
+        # That is one float per request instead of a heap entry per request.
+        self._armed_at = math.inf
 
     # -- sending ---------------------------------------------------------------
 
@@ -147,6 +148,7 @@ class Dispatcher:
         timeout: float | None = None,
         *,
         transform: Transform | None = None,
+        on_error: ErrorHook | None = None,
         on_progress: ProgressCallback | None = None,
         reset_timeout_on_progress: bool = False,
         max_timeout: float | None = None,
@@ -159,7 +161,8 @@ class Dispatcher:
         ``on_progress``, a progress token equal to the request id is added to
         ``params._meta`` and progress notifications for it are passed on. With
         ``reset_timeout_on_progress`` each notification restarts the timeout,
-        but never past ``max_timeout`` from the start.
+        but never past ``max_timeout`` from the start. ``future`` continues an
+        existing Future (a retry) under a new id.
         """
         if os.getpid() != self._pid:
             raise ForkedClient(
@@ -169,8 +172,9 @@ class Dispatcher:
         rid = next(self._ids)
         if future is None:
             future = RequestFuture(method)
-        entry = _Entry(self, rid, method, future)
+        entry = _Entry(rid, method, future)
         entry.transform = transform
+        entry.on_error = on_error
         entry.cancel_on_timeout = cancel_on_timeout
         if on_progress is not None:
             params = dict(params) if params else {}
@@ -181,6 +185,16 @@ class Dispatcher:
             # Complete through the callbacks thread, after the progress callbacks queued
             # before the answer; unless we are on that thread (it would wait on itself).
             entry.ordered = not self.callbacks.in_callback_thread()
+        if timeout is not None and timeout != math.inf:
+            if timeout <= 0:
+                raise ValueError(f"timeout must be positive seconds, not {timeout!r}")
+            now = monotonic()
+            entry.timeout = timeout
+            entry.due = now + timeout
+            if reset_timeout_on_progress:
+                entry.reset_on_progress = True
+                if max_timeout is not None:
+                    entry.max_due = now + max_timeout
         future.request_id = rid
         future._dispatcher = self
         with self._lock:
@@ -190,15 +204,8 @@ class Dispatcher:
         if closed is not None:
             future.set_exception(closed)
             return future
-        if timeout is not None and timeout != math.inf:
-            if timeout <= 0:
-                raise ValueError(f"timeout must be positive seconds, not {timeout!r}")
-            entry.timeout = timeout
-            if reset_timeout_on_progress:
-                entry.reset_on_progress = True
-                if max_timeout is not None:
-                    entry.max_deadline_at = get_scheduler_time() + max_timeout
-            entry.deadline = get_scheduler().schedule(timeout, entry.expire)
+        if entry.due < self._armed_at:
+            self._arm(entry.due)
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             message["params"] = params
@@ -206,7 +213,6 @@ class Dispatcher:
             self.transport.send(message)
         except Exception as exc:  # noqa: BLE001 - the caller sees it through the Future
             if self._pop(rid) is not None:
-                entry.finish()
                 future.set_exception(exc)
         return future
 
@@ -221,6 +227,25 @@ class Dispatcher:
     def _pop(self, rid: RequestId) -> _Entry | None:
         with self._lock:
             return self._pending.pop(rid, None)
+
+    def _arm(self, due: float) -> None:
+        self._armed_at = due
+        get_scheduler().schedule(max(due - monotonic(), 0.0), self._sweep)
+
+    def _sweep(self) -> None:
+        """On the scheduler thread: expire what is overdue, re-arm for the next."""
+        self._armed_at = math.inf
+        now = monotonic()
+        with self._lock:
+            entries = list(self._pending.values())
+        earliest = math.inf
+        for entry in entries:
+            if entry.due <= now:
+                self._expire(entry.request_id)
+            elif entry.due < earliest:
+                earliest = entry.due
+        if earliest < self._armed_at:
+            self._arm(earliest)
 
     def _expire(self, rid: RequestId) -> None:
         entry = self._pop(rid)
@@ -255,7 +280,6 @@ class Dispatcher:
             entries = list(self._pending.values())
             self._pending.clear()
         for entry in entries:
-            entry.finish()
             if not entry.future.done():
                 entry.future.set_exception(exc)
 
@@ -265,7 +289,6 @@ class Dispatcher:
             entries = list(self._pending.values())
             self._pending.clear()
         for entry in entries:
-            entry.finish()
             entry.future.set_exception(exc)
 
     # -- receiving (reader threads) ----------------------------------------------
@@ -281,7 +304,6 @@ class Dispatcher:
                     if entry is None:
                         log.debug("server %r: dropped a response to unknown or finished request %r", self.name, rid)
                         return
-                    entry.finish()
                     self._complete(entry, result)
                     return
             elif "error" in message and jsonrpc.classify(message) == jsonrpc.RESPONSE:
@@ -305,7 +327,7 @@ class Dispatcher:
             entry.future.set_result(result)
             return
         try:
-            value = transform(result)
+            value = transform(result, entry.future)
         except Exception as exc:  # noqa: BLE001 - a bad result fails its own request only
             entry.future.set_exception(exc)
             return
@@ -322,13 +344,19 @@ class Dispatcher:
         if entry is None:
             log.debug("server %r: dropped an error for unknown or finished request %r", self.name, rid)
             return
-        entry.finish()
         code = error.get("code")
         cls = UnsupportedVersion if code == jsonrpc.UNSUPPORTED_PROTOCOL_VERSION else RPCError
         msg = error.get("message")
-        entry.future.set_exception(
-            cls(code, msg if isinstance(msg, str) else repr(msg), error.get("data"), server=self.name, method=entry.method)
+        exc: BaseException = cls(
+            code, msg if isinstance(msg, str) else repr(msg), error.get("data"), server=self.name, method=entry.method
         )
+        if entry.on_error is not None:
+            try:
+                if entry.on_error(exc, entry.future) is CONTINUED:
+                    return
+            except Exception as hook_exc:  # noqa: BLE001 - the hook's failure is the request's
+                exc = hook_exc
+        entry.future.set_exception(exc)
 
     def _on_notification(self, message: dict[str, Any]) -> None:
         method = message["method"]
@@ -366,13 +394,9 @@ class Dispatcher:
 
     def _restart_deadline(self, entry: _Entry) -> None:
         assert entry.timeout is not None
-        delay = entry.timeout
-        if entry.max_deadline_at is not None:
-            delay = min(delay, entry.max_deadline_at - get_scheduler_time())
-        old = entry.deadline
-        entry.deadline = get_scheduler().schedule(max(delay, 0.0), entry.expire)
-        if old is not None:
-            old.cancel()
+        entry.due = min(monotonic() + entry.timeout, entry.max_due)
+        if entry.due < self._armed_at:
+            self._arm(entry.due)
 
     def _on_request(self, message: dict[str, Any]) -> None:
         if message["method"] == "ping":
@@ -398,7 +422,6 @@ class Dispatcher:
         if request_id is not None:
             entry = self._pop(request_id)
             if entry is not None:
-                entry.finish()
                 entry.future.set_exception(error)
                 return
         log.error("server %r: %s", self.name, error)
@@ -410,10 +433,3 @@ class Dispatcher:
         if not isinstance(error, ConnectionClosed):
             error = ConnectionClosed(f"connection to server {self.name!r} closed: {error}")
         self.fail_all(error)
-
-
-def get_scheduler_time() -> float:
-    """The clock deadlines are measured on."""
-    import time
-
-    return time.monotonic()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 from .errors import ProtocolError
 
@@ -56,7 +56,31 @@ NOTIFICATION = "notification"
 RESPONSE = "response"
 INVALID = "invalid"
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_dumps: Callable[[Any], str] = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def _fast_dumps() -> Callable[[Any], str] | None:
+    """A compact UTF-8 encoder built once (``JSONEncoder.encode`` builds one per call).
+
+    Uses the stdlib's C encoder when present and when it gives the same text as
+    the portable path; otherwise None. Without the circular-reference check a
+    self-containing structure fails with RecursionError instead of ValueError.
+    """
+    try:
+        from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
+
+        encoder = c_make_encoder(None, json.JSONEncoder().default, encode_basestring, None, ":", ",", False, False, True)
+    except (ImportError, TypeError):  # pragma: no cover - no C accelerator, or another signature
+        return None
+
+    def dumps(obj: Any) -> str:
+        return "".join(encoder(obj, 0))
+
+    sample = {"jsonrpc": "2.0", "id": 1, "params": {"t": "ü\n\u2028", "n": [1.5, None, True]}}
+    return dumps if dumps(sample) == _dumps(sample) else None
+
+
+_dumps = _fast_dumps() or _dumps
 _loads = json.loads
 
 

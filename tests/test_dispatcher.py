@@ -86,9 +86,9 @@ def test_ids_are_unique_integers(make: Any) -> None:
 
 def test_transform_runs_and_its_error_fails_the_future(make: Any) -> None:
     d, _, _ = make()
-    assert d.request("m", {"x": 2}, 5, transform=lambda r: r["echo"]["x"] * 10).result(5) == 20
+    assert d.request("m", {"x": 2}, 5, transform=lambda r, f: r["echo"]["x"] * 10).result(5) == 20
 
-    def bad(result: Msg) -> Any:
+    def bad(result: Msg, future: Any) -> Any:
         raise ProtocolError("bad shape")
 
     with pytest.raises(ProtocolError, match="bad shape"):

@@ -90,9 +90,14 @@ class StdioTransport(Transport):
         self.process: subprocess.Popen[bytes] | None = None
         self._receiver: Receiver | None = None
         self._stdin_fd = -1
+        # Writing: callers put encoded messages in the inbox; whoever gets the write
+        # lock writes everything there (callers never wait for each other) and re-checks
+        # the inbox after letting go. What the pipe would not take waits in ``_out``
+        # for the writer thread, which ``_wake`` rouses.
+        self._inbox: collections.deque[bytes] = collections.deque()
         self._out: collections.deque[memoryview] = collections.deque()
         self._write_lock = threading.Lock()
-        self._write_ready = threading.Condition(self._write_lock)
+        self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
         self._closing = False
         self._closed = False
@@ -156,54 +161,76 @@ class StdioTransport(Transport):
 
     def send(self, message: dict[str, Any]) -> None:
         data = jsonrpc.encode_line(message)
-        with self._write_lock:
-            if self._gone is not None:
-                raise self._gone
-            if self._closing:
-                raise ConnectionClosed(f"client for server {self.name!r} is closed")
-            if self._out:
-                self._out.append(memoryview(data))
-                return
+        if self._gone is not None:
+            raise self._gone
+        if self._closing:
+            raise ConnectionClosed(f"client for server {self.name!r} is closed")
+        self._inbox.append(data)
+        self._flush_inbox()
+
+    def _flush_inbox(self) -> None:
+        inbox = self._inbox
+        lock = self._write_lock
+        while inbox and lock.acquire(False):
             try:
-                written = os.write(self._stdin_fd, data)
-            except BlockingIOError:
-                written = 0
-            except OSError as exc:
-                raise self._broken_pipe(exc) from exc
-            if written < len(data):
-                self._out.append(memoryview(data)[written:])
-                self._write_ready.notify()
+                count = len(inbox)
+                data = inbox.popleft() if count == 1 else b"".join([inbox.popleft() for _ in range(count)])
+                if self._out or self._stdin_fd < 0:
+                    self._out.append(memoryview(data))
+                    self._wake.set()
+                    continue
+                try:
+                    written = os.write(self._stdin_fd, data)
+                except BlockingIOError:
+                    written = 0
+                except OSError as exc:
+                    self._gone = self._broken_pipe(exc)
+                    raise self._gone from exc
+                if written < len(data):
+                    self._out.append(memoryview(data)[written:])
+                    self._wake.set()
+            finally:
+                lock.release()
 
     def _broken_pipe(self, exc: OSError) -> ConnectionClosed:
         return ConnectionClosed(f"server {self.name!r} stopped reading its stdin ({exc.strerror or exc})")
 
     def _write_loop(self) -> None:
+        """Drain ``_out`` while the pipe is full; sleep otherwise."""
         out = self._out
         while True:
+            self._wake.wait()
+            blocked = False
             with self._write_lock:
-                while not out and not self._closing:
-                    self._write_ready.wait()
                 fd = self._stdin_fd
-                if not out or fd < 0:
-                    return  # closing and nothing left to write
-                chunk = out[0]
+                while True:
+                    if not out or fd < 0:
+                        self._wake.clear()
+                        if self._closing or fd < 0:
+                            return
+                        break
+                    chunk = out[0]
+                    try:
+                        written = os.write(fd, chunk)
+                    except BlockingIOError:
+                        written = 0
+                    except OSError as exc:
+                        self._gone = self._broken_pipe(exc)
+                        out.clear()
+                        return
+                    if written == len(chunk):
+                        out.popleft()
+                        continue
+                    out[0] = chunk[written:]
+                    blocked = True
+                    break
+            self._flush_inbox()  # callers may have queued while we held the lock
+            if blocked:
+                # The pipe is full: wait (without the lock) until the server reads.
                 try:
-                    written = os.write(fd, chunk)
-                except BlockingIOError:
-                    written = 0
-                except OSError as exc:
-                    self._gone = self._broken_pipe(exc)
-                    out.clear()
+                    select.select([], [fd], [], 0.2)
+                except (OSError, ValueError):
                     return
-                if written == len(chunk):
-                    out.popleft()
-                    continue
-                out[0] = chunk[written:]
-            # The pipe is full: wait (without the lock) until the server reads.
-            try:
-                select.select([], [fd], [], 0.2)
-            except (OSError, ValueError):
-                return
 
     # -- reading -----------------------------------------------------------------
 
@@ -276,10 +303,9 @@ class StdioTransport(Transport):
             returncode=returncode,
             stderr_tail=list(self.stderr_tail),
         )
-        with self._write_lock:
-            if self._gone is None:
-                self._gone = exc
-            self._write_ready.notify_all()
+        if self._gone is None:
+            self._gone = exc
+        self._wake.set()
         if not self._closing:
             log.warning("%s", exc)
         if receiver is not None:
@@ -348,15 +374,15 @@ class StdioTransport(Transport):
                 return
             self._closed = True
         proc = self.process
-        with self._write_lock:
-            self._closing = True
-            self._write_ready.notify_all()
+        self._closing = True
+        self._wake.set()
         if proc is None:
             return
         self._flush_writer(0.5)
         with self._write_lock:
             # Under the lock, so the writer never writes to a closed (or reused) fd.
             self._out.clear()
+            self._inbox.clear()
             self._stdin_fd = -1
             try:
                 assert proc.stdin is not None
