@@ -23,10 +23,12 @@ from .errors import (
     ConfigError,
     ConnectionClosed,
     ForkedClient,
+    HTTPError,
     MCPError,
     ProtocolError,
     RequestTimeout,
     RPCError,
+    SessionExpired,
     ToolError,
     UnsupportedVersion,
 )
@@ -42,6 +44,7 @@ __all__ = [
     "ConfigError",
     "ConnectionClosed",
     "ForkedClient",
+    "HTTPError",
     "Handler",
     "Implementation",
     "MCPError",
@@ -49,6 +52,7 @@ __all__ = [
     "RPCError",
     "RequestFuture",
     "RequestTimeout",
+    "SessionExpired",
     "Tool",
     "ToolError",
     "UnsupportedVersion",
@@ -74,13 +78,23 @@ def connect(
     log_level: str | None = None,
     max_message_bytes: int | None = None,
     close_timeout: float | None = None,
+    headers: Mapping[str, str] | None = None,
+    auth: Any = None,
+    verify: bool | str | None = None,
+    cert: str | tuple[str, str] | None = None,
+    proxies: Mapping[str, str] | None = None,
+    transport: str | None = None,
+    connect_timeout: float = 10.0,
+    read_timeout: float | None = None,
+    max_workers: int = 8,
 ) -> Client:
     """Start or reach an MCP server and return a connected :class:`Client`.
 
     ``server`` is an argument list (run as is, never through a shell), a
-    command string (split like a shell would, but not run by one), or an
-    ``mcpServers``-style entry ``{"command": ..., "args": [...], "env": {...},
-    "cwd": ...}``.
+    command string (split like a shell would, but not run by one), a URL
+    (``https://host/mcp``: a remote server), or an ``mcpServers``-style entry:
+    ``{"command": ..., "args": [...], "env": {...}, "cwd": ...}`` for a local
+    server, ``{"url": ..., "headers": {...}}`` for a remote one.
 
     Options: ``timeout`` (seconds per request, default 60; ``math.inf`` for
     none), ``protocol`` ("auto", "legacy", "modern" or an exact version),
@@ -93,8 +107,24 @@ def connect(
     legacy server), ``log_level`` (ask the server for log messages),
     ``max_message_bytes`` (default 64 MiB), ``close_timeout`` (each step of the
     close ladder, default 2 s).
+
+    Remote servers take ``headers``, ``auth`` (a ``requests`` auth object, or
+    a string sent as a bearer token), ``verify``, ``cert``, ``proxies``,
+    ``transport`` ("auto", "streamable-http" or "sse"; auto picks SSE for a
+    path ending in ``/sse`` and falls back to it when Streamable HTTP is
+    refused), ``connect_timeout``, ``read_timeout`` (between bytes; default
+    none: request timeouts govern) and ``max_workers`` (concurrent requests).
     """
-    transport = make_transport(
+    http: dict[str, Any] = {
+        "connect_timeout": connect_timeout,
+        "read_timeout": read_timeout,
+        "max_workers": max_workers,
+    }
+    for key, value in (("headers", headers), ("auth", auth), ("verify", verify), ("cert", cert),
+                       ("proxies", proxies), ("transport", transport)):
+        if value is not None:
+            http[key] = value
+    built = make_transport(
         server,
         name=name,
         env=env,
@@ -103,9 +133,10 @@ def connect(
         stderr=stderr,
         max_message_bytes=max_message_bytes,
         close_timeout=close_timeout,
+        http=http,
     )
     client = Client(
-        transport,
+        built,
         timeout=timeout,
         protocol=protocol,
         client_info=client_info,

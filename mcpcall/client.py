@@ -29,7 +29,8 @@ from . import jsonrpc
 from ._version import __version__ as _version
 from .callbacks import CallbackRunner
 from .dispatcher import CONTINUED, Dispatcher, ProgressCallback, RequestFuture
-from .errors import ConfigError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
+from .errors import ConfigError, HTTPError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
+from .headers import InvalidHeaderAnnotation, header_params
 from .transports.base import Transport
 from .types import CallToolResult, Implementation, Tool, parse_call_result, parse_tool
 
@@ -138,6 +139,7 @@ class Client:
         self._meta: dict[str, Any] = {}
         self._closed = False
         self._close_lock = threading.Lock()
+        self._session_lock = threading.Lock()
         self._server_logger = logging.getLogger(f"mcpcall.server.{self.name}")
 
     def __repr__(self) -> str:
@@ -226,24 +228,39 @@ class Client:
                 _era_cache.pop(key, None)
         if self._discover(LATEST_MODERN_VERSION, probe=True):
             return
-        self._initialize(LATEST_LEGACY_VERSION)
+        try:
+            self._initialize(LATEST_LEGACY_VERSION)
+        except HTTPError as exc:
+            # Streamable HTTP refused (400/404/405): maybe the 2024-11-05 HTTP+SSE transport.
+            fallback = getattr(self.transport, "fallback", None)
+            if exc.status not in (400, 404, 405) or fallback is None:
+                raise
+            log.info("server %r refused Streamable HTTP (%s); trying the HTTP+SSE transport", self.name, exc)
+            self._switch_transport(fallback())
+            self._initialize(LATEST_LEGACY_VERSION)
+
+    def _switch_transport(self, transport: Transport) -> None:
+        self.transport.close()
+        self.transport = transport
+        self.dispatcher.transport = transport
+        transport.start(self.dispatcher)
 
     def _discover(self, version: str, *, probe: bool) -> bool:
         """Call server/discover at ``version``; on a modern answer adopt it and return True.
 
         When probing, a non-modern error or silence returns False (legacy server).
         """
-        tried = set()
+        attempts = 0
         while True:
-            tried.add(version)
+            attempts += 1
             timeout = min(self.probe_timeout, self.timeout) if probe else self.timeout
             params = {"_meta": self._request_meta(version)}
             future = self.dispatcher.request("server/discover", params, timeout, cancel_on_timeout=not probe)
             try:
                 result = future.result()
             except UnsupportedVersion as exc:
-                modern = [v for v in MODERN_VERSIONS if v in exc.supported and v not in tried]
-                if modern:
+                modern = [v for v in MODERN_VERSIONS if v in exc.supported]
+                if modern and attempts < 3:
                     version = modern[0]
                     continue
                 legacy = [v for v in LEGACY_VERSIONS if v in exc.supported]
@@ -254,7 +271,7 @@ class Client:
                     f"server {self.name!r} supports protocol versions {list(exc.supported)}, none of which "
                     f"mcpcall speaks ({', '.join(MODERN_VERSIONS + LEGACY_VERSIONS)})"
                 ) from exc
-            except (RPCError, RequestTimeout) as exc:
+            except (RPCError, RequestTimeout, HTTPError) as exc:
                 if probe:
                     log.debug("server %r did not answer server/discover as a modern server (%s); legacy", self.name, exc)
                     return False
@@ -286,10 +303,13 @@ class Client:
         self.capabilities = caps if isinstance(caps, dict) else {}
         meta = result.get("_meta")
         info = meta.get(META_SERVER_INFO) if isinstance(meta, dict) else None
+        if info is None:
+            info = result.get("serverInfo")
         self.server_info = Implementation.from_wire(info) if isinstance(info, dict) else None
         instructions = result.get("instructions")
         self.instructions = instructions if isinstance(instructions, str) else None
         self._meta = self._request_meta(version)
+        self.transport.negotiated("modern", version)
         self._remember("modern", version)
 
     def _request_meta(self, version: str) -> dict[str, Any]:
@@ -324,10 +344,18 @@ class Client:
         self.server_info = Implementation.from_wire(result.get("serverInfo"))
         instructions = result.get("instructions")
         self.instructions = instructions if isinstance(instructions, str) else None
+        self.transport.negotiated("legacy", chosen)
         self.dispatcher.notify("notifications/initialized")
         if self.log_level and "logging" in self.capabilities:
             self.request("logging/setLevel", {"level": self.log_level})
         self._remember("legacy", chosen)
+
+    def _new_session(self) -> None:
+        """The server dropped our (legacy HTTP) session: initialize again, once, for everyone."""
+        with self._session_lock:
+            if getattr(self.transport, "session_lost", False) and self.protocol_version is not None:
+                log.info("server %r: starting a new session", self.name)
+                self._initialize(self.protocol_version)
 
     def _remember(self, era: str, version: str) -> None:
         if self.protocol != "auto":
@@ -376,6 +404,8 @@ class Client:
             from .errors import ConnectionClosed
 
             raise ConnectionClosed(f"client for server {self.name!r} is closed")
+        if getattr(self.transport, "session_lost", False):
+            self._new_session()
         if call.timeout is None:
             call.timeout = self.timeout
         future = RequestFuture(call.method, call)
@@ -492,8 +522,25 @@ class Client:
     # -- typed methods ---------------------------------------------------------------
 
     def list_tools(self, timeout: float | None = None) -> list[Tool]:
-        """Every tool of the server (all pages)."""
-        return [parse_tool(item) for item in self._paginate("tools/list", "tools", timeout)]
+        """Every tool of the server (all pages).
+
+        Over modern Streamable HTTP a tool whose ``x-mcp-header`` annotations
+        break the rules is left out, with a warning, as the spec requires.
+        """
+        tools = [parse_tool(item) for item in self._paginate("tools/list", "tools", timeout)]
+        registry = getattr(self.transport, "tool_headers", None)
+        if registry is None or self.era != "modern":
+            return tools
+        kept = []
+        for tool in tools:
+            try:
+                registry[tool.name] = header_params(tool.input_schema)
+            except InvalidHeaderAnnotation as exc:
+                registry.pop(tool.name, None)
+                log.warning("server %r: tool %r left out: %s", self.name, tool.name, exc)
+                continue
+            kept.append(tool)
+        return kept
 
     def _paginate(self, method: str, key: str, timeout: float | None) -> Iterator[Any]:
         cursor: str | None = None

@@ -20,18 +20,14 @@ ServerSpec = Union[str, Sequence[str], Mapping[str, Any]]
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _STDIO_KEYS = {"command", "args", "env", "cwd", "type", "transport", "name", "inherit_env"}
+_HTTP_KEYS = {"url", "headers", "type", "transport", "name", "auth", "verify"}
+_HTTP_KINDS = {"http": "streamable-http", "streamable-http": "streamable-http", "streamableHttp": "streamable-http",
+               "sse": "sse", "auto": "auto"}
 
 
 def is_url(text: str) -> bool:
     """True when ``text`` starts with a URL scheme (``http://``, ``https://``, …)."""
     return bool(_URL.match(text))
-
-
-def _no_http_yet(url: str) -> ConfigError:
-    return ConfigError(
-        f"{url!r} is a URL: remote (HTTP) servers are not supported by this version of mcpcall; "
-        "give a command to run a local server instead"
-    )
 
 
 def make_transport(
@@ -44,8 +40,13 @@ def make_transport(
     stderr: Any = None,
     max_message_bytes: int | None = None,
     close_timeout: float | None = None,
+    http: Mapping[str, Any] | None = None,
 ) -> Transport:
-    """Build (but do not start) the transport ``spec`` asks for."""
+    """Build (but do not start) the transport ``spec`` asks for.
+
+    ``http`` holds the HTTP options (headers, auth, verify, cert, proxies,
+    transport, connect_timeout, read_timeout, max_workers).
+    """
     from .transports.stdio import DEFAULT_MAX_MESSAGE_BYTES, StdioTransport
 
     argv: list[str]
@@ -55,14 +56,28 @@ def make_transport(
         if not spec.strip():
             raise ConfigError("the server command is empty")
         if is_url(spec):
-            raise _no_http_yet(spec)
+            return _http_transport(spec, name, http, max_message_bytes)
         try:
             argv = shlex.split(spec)
         except ValueError as exc:
             raise ConfigError(f"cannot split the command {spec!r}: {exc}") from exc
     elif isinstance(spec, Mapping):
         if "url" in spec:
-            raise _no_http_yet(str(spec["url"]))
+            unknown = set(spec) - _HTTP_KEYS
+            if unknown:
+                raise ConfigError(f"unknown keys in server entry: {', '.join(sorted(unknown))}")
+            options = dict(http or {})
+            entry_headers = spec.get("headers") or {}
+            if not isinstance(entry_headers, Mapping):
+                raise ConfigError("'headers' must be a mapping of names to strings")
+            options["headers"] = {**{str(k): str(v) for k, v in entry_headers.items()}, **(options.get("headers") or {})}
+            for key in ("auth", "verify"):
+                if key in spec and key not in options:
+                    options[key] = spec[key]
+            kind = spec.get("transport", spec.get("type"))
+            if kind is not None and "transport" not in options:
+                options["transport"] = kind
+            return _http_transport(str(spec["url"]), name or spec.get("name"), options, max_message_bytes)
         unknown = set(spec) - _STDIO_KEYS
         if unknown:
             raise ConfigError(f"unknown keys in server entry: {', '.join(sorted(unknown))}")
@@ -115,3 +130,27 @@ def _default_name(argv: Sequence[str]) -> str:
             target = argv[2]
         return os.path.basename(target.rstrip("/")) or prog
     return prog
+
+
+def _http_transport(url: str, name: str | None, options: Mapping[str, Any] | None, max_message_bytes: int | None) -> Transport:
+    from urllib.parse import urlsplit
+
+    from .transports.http import HTTPTransport, SSETransport
+
+    opts = dict(options or {})
+    kind = opts.pop("transport", None) or "auto"
+    if kind not in _HTTP_KINDS:
+        raise ConfigError(f"transport must be one of {', '.join(sorted(_HTTP_KINDS))}; got {kind!r}")
+    kind = _HTTP_KINDS[kind]
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ConfigError(f"{url!r}: only http:// and https:// URLs name remote servers")
+    if not parts.hostname:
+        raise ConfigError(f"{url!r} has no host")
+    if max_message_bytes:
+        opts["max_message_bytes"] = max_message_bytes
+    if name:
+        opts["name"] = name
+    if kind == "sse" or (kind == "auto" and parts.path.rstrip("/").endswith("/sse")):
+        return SSETransport(url, **opts)
+    return HTTPTransport(url, **opts)

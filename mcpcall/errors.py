@@ -12,6 +12,8 @@ working::
     ├── ToolError                                  a tool result had isError: true
     ├── ProtocolError                              the peer broke the protocol
     ├── ConnectionClosed       (also ConnectionError) the server went away
+    ├── HTTPError                                  an HTTP reply that is not MCP (status, body excerpt)
+    │   └── SessionExpired                         404 for our session: the next request starts a new one
     └── ForkedClient                               a client used in a forked child process
 
 Foreign exceptions (``OSError``, ``json`` errors) are mapped to these at the
@@ -27,10 +29,12 @@ __all__ = [
     "ConfigError",
     "ConnectionClosed",
     "ForkedClient",
+    "HTTPError",
     "MCPError",
     "ProtocolError",
     "RPCError",
     "RequestTimeout",
+    "SessionExpired",
     "ToolError",
     "UnsupportedVersion",
 ]
@@ -117,3 +121,19 @@ class ForkedClient(MCPError):
 
     Create a new client in the child process instead.
     """
+
+
+class HTTPError(MCPError):
+    """The server answered with an HTTP status that carries no MCP answer.
+
+    ``status`` is the HTTP status code; ``body`` an excerpt of what came back.
+    """
+
+    def __init__(self, message: str, *, status: int = 0, body: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+class SessionExpired(HTTPError):
+    """The server no longer knows our session (HTTP 404); the next request opens a new one."""

@@ -61,6 +61,9 @@ class Transport:
         except MCPError as exc:  # the peer is gone; nothing left to cancel
             log.debug("server %r: cancel of %r not sent: %s", self.name, request_id, exc)
 
+    def negotiated(self, era: str, version: str) -> None:
+        """The client settled on a protocol era and version (HTTP uses it for headers)."""
+
     def close(self) -> None:
         """End the connection and every thread the transport owns; idempotent."""
         raise NotImplementedError

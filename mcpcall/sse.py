@@ -1,0 +1,145 @@
+"""Server-Sent Events: a linear-time decoder, and an ``sseclient.SSEClient`` that uses it.
+
+sseclient-py supplies the event type and the event-source contract, but its own
+parsing falls short for MCP in three ways, so :class:`SSEStream` replaces it:
+
+- it frames events by appending to a ``bytes`` object line by line, which is
+  quadratic when a large event (a 10 MB tool result) arrives in many chunks;
+- it drops events without data, such as the priming event
+  (``id: 1`` / ``retry: 500`` / ``data:``) a resumable stream starts with, and
+  with it the id to resume from;
+- it gives no way to enforce a size limit on one event.
+
+:class:`SSEDecoder` is sans-IO: feed it bytes, take events. It follows the
+WHATWG rules: lines end in CRLF, LF or CR; ``:`` starts a comment; a field
+without a colon has an empty value; one leading space is dropped from a value;
+``data`` lines join with LF; an event ends at a blank line; ``id`` containing
+NUL is ignored; ``retry`` must be all digits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from typing import Any
+
+from sseclient import Event, SSEClient
+
+from .errors import ProtocolError
+
+__all__ = ["Event", "SSEDecoder", "SSEStream"]
+
+
+class SSEDecoder:
+    """Turns a byte stream into :class:`sseclient.Event` objects, in linear time.
+
+    ``last_event_id`` and ``retry_ms`` track the stream state a reconnection
+    needs, including from events that carry no data. An event whose data
+    grows past ``max_event_bytes`` raises :class:`ProtocolError`.
+    """
+
+    def __init__(self, max_event_bytes: int = 64 * 1024 * 1024) -> None:
+        self.max_event_bytes = max_event_bytes
+        self.last_event_id: str | None = None
+        self.retry_ms: int | None = None
+        self._buffer = bytearray()
+        self._data: list[bytes] = []
+        self._data_size = 0
+        self._event_type = ""
+        self._event_id: str | None = None
+        self._event_retry: int | None = None
+        self._pending_cr = False
+        self._touched = False
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        """Add bytes; return the events they completed (those with data, or an id/retry)."""
+        buffer = self._buffer
+        if self._pending_cr and chunk[:1] == b"\n":
+            chunk = chunk[1:]  # the LF of a CRLF split across chunks
+        self._pending_cr = False
+        scan = len(buffer)  # what is already buffered holds no line break
+        buffer += chunk
+        events: list[Event] = []
+        start = 0
+        while True:
+            lf = buffer.find(b"\n", scan)
+            cr = buffer.find(b"\r", scan, lf if lf >= 0 else len(buffer))
+            brk = cr if cr >= 0 else lf
+            if brk < 0:
+                break
+            nxt = brk + 1
+            if cr >= 0:
+                if nxt < len(buffer):
+                    if buffer[nxt] == 0x0A:
+                        nxt += 1
+                else:
+                    self._pending_cr = True
+            event = self._line(bytes(buffer[start:brk]))
+            if event is not None:
+                events.append(event)
+            start = scan = nxt
+        del buffer[:start]
+        if len(buffer) > self.max_event_bytes:
+            raise ProtocolError(f"an SSE line grew past {self.max_event_bytes} bytes without ending")
+        return events
+
+    def _line(self, line: bytes) -> Event | None:
+        if not line:
+            return self._dispatch()
+        if line[:1] == b":":
+            return None  # comment (keep-alive)
+        name, colon, value = line.partition(b":")
+        if colon and value[:1] == b" ":
+            value = value[1:]
+        self._touched = True
+        if name == b"data":
+            self._data.append(value)
+            self._data_size += len(value) + 1
+            if self._data_size > self.max_event_bytes:
+                raise ProtocolError(f"an SSE event is larger than the limit of {self.max_event_bytes} bytes")
+        elif name == b"event":
+            self._event_type = value.decode("utf-8", "replace")
+        elif name == b"id":
+            if b"\0" not in value:
+                self._event_id = value.decode("utf-8", "replace")
+        elif name == b"retry" and value.isdigit():
+            self._event_retry = int(value)
+        return None
+
+    def _dispatch(self) -> Event | None:
+        if not self._touched:
+            return None
+        data = b"\n".join(self._data).decode("utf-8", "replace") if self._data else ""
+        event = Event()
+        event.id = self._event_id
+        event.event = self._event_type or "message"
+        event.data = data
+        event.retry = self._event_retry
+        if self._event_id is not None:
+            self.last_event_id = self._event_id
+        if self._event_retry is not None:
+            self.retry_ms = self._event_retry
+        self._data = []
+        self._data_size = 0
+        self._event_type = ""
+        self._event_id = None
+        self._event_retry = None
+        self._touched = False
+        return event
+
+
+class SSEStream(SSEClient):
+    """An ``SSEClient`` over an iterable of byte chunks, decoded by :class:`SSEDecoder`.
+
+    Unlike the base class it also yields events that carry only an ``id`` or
+    ``retry`` (their ``data`` is empty), so a caller can resume a stream.
+    """
+
+    def __init__(self, chunks: Iterator[bytes], closer: Any = None, max_event_bytes: int = 64 * 1024 * 1024) -> None:
+        super().__init__(closer if closer is not None else chunks)
+        self._chunks = chunks
+        self.decoder = SSEDecoder(max_event_bytes)
+
+    def events(self) -> Generator[Event, None, None]:
+        """Every event, in order, until the source ends."""
+        for chunk in self._chunks:
+            yield from self.decoder.feed(chunk)
