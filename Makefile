@@ -6,7 +6,7 @@ PIP    := $(PY) -m pip --disable-pip-version-check -q
 PEERS  := .npm-peers
 EVERYTHING_VERSION := 2026.8.31
 
-.PHONY: demo test lint bench peers clean
+.PHONY: demo test lint bench peers clean conformance
 
 $(VENV)/.base: setup.cfg setup.py pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,3 +48,7 @@ bench: $(VENV)/.test
 
 clean:
 	rm -rf $(VENV) $(PEERS) build dist *.egg-info
+
+## conformance: the official MCP conformance suite (non-auth client scenarios, both revisions)
+conformance: $(VENV)/.base
+	$(PY) tests/conformance/run.py

@@ -280,6 +280,10 @@ class Client:
         self._check_result_type(result, "server/discover")
         supported = result.get("supportedVersions")
         supported = [v for v in supported if isinstance(v, str)] if isinstance(supported, list) else []
+        if probe and not supported:
+            # Not a DiscoverResult: some legacy servers answer any method with an empty result.
+            log.debug("server %r answered server/discover without supportedVersions; legacy", self.name)
+            return False
         if supported and version not in supported:
             common = [v for v in MODERN_VERSIONS if v in supported]
             if common:
@@ -660,6 +664,8 @@ class Client:
         result = handler(params)
         if not isinstance(result, dict):
             raise ProtocolError(f"the handler for {method} returned {type(result).__name__}, not a dict")
+        if method == "elicitation/create":
+            result = _with_defaults(result, params.get("requestedSchema"))
         return result
 
     def _on_server_request(self, message: dict[str, Any]) -> None:
@@ -729,6 +735,19 @@ class _Call:
         other.rounds = self.rounds
         other.retried = self.retried
         return other
+
+
+def _with_defaults(result: dict[str, Any], schema: Any) -> dict[str, Any]:
+    """An accepted form elicitation with the schema's defaults for the fields left out."""
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if result.get("action") != "accept" or not isinstance(props, dict):
+        return result
+    content = result.get("content")
+    content = dict(content) if isinstance(content, dict) else {}
+    for name, prop in props.items():
+        if name not in content and isinstance(prop, dict) and "default" in prop:
+            content[name] = prop["default"]
+    return {**result, "content": content}
 
 
 def _to_call_result(result: dict[str, Any], future: RequestFuture) -> CallToolResult:

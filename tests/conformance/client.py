@@ -1,0 +1,145 @@
+"""The conformance-suite client: one program, many scenarios, mcpcall's public API only.
+
+The suite runs ``python tests/conformance/client.py <server url>`` with
+``MCP_CONFORMANCE_SCENARIO`` (what to do), ``MCP_CONFORMANCE_PROTOCOL_VERSION``
+(the revision under test) and, for some scenarios, ``MCP_CONFORMANCE_CONTEXT``
+(JSON) in the environment. It checks the traffic, not what this prints; the exit
+status says whether the client itself got through.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+try:
+    import mcpcall
+except ImportError:  # run from a checkout without installing
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    import mcpcall
+
+log = logging.getLogger("conformance-client")
+
+
+def accept_elicitation(params: dict[str, Any]) -> dict[str, Any]:
+    """Accept every elicitation without filling anything in (mcpcall adds the schema's defaults)."""
+    return {"action": "accept", "content": {}}
+
+
+def confirm_elicitation(params: dict[str, Any]) -> dict[str, Any]:
+    return {"action": "accept", "content": {"confirmed": True}}
+
+
+def placeholder(schema: Any) -> Any:
+    """A value of the schema's type, for tools whose arguments do not matter."""
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    return {"string": "x", "integer": 1, "number": 1.5, "boolean": True, "array": [], "object": {}}.get(kind, "x")
+
+
+def arguments_for(tool: mcpcall.Tool) -> dict[str, Any]:
+    props = tool.input_schema.get("properties") or {}
+    required = tool.input_schema.get("required") or []
+    return {name: placeholder(props.get(name)) for name in required}
+
+
+def exercise_everything(client: mcpcall.Client) -> None:
+    """List and use tools, resources and prompts once each."""
+    tools = client.list_tools()
+    if tools:
+        client.call_tool(tools[0].name, arguments_for(tools[0]))
+    if "resources" in client.capabilities:
+        resources = client.list_resources()
+        if resources:
+            client.read_resource(resources[0]["uri"])
+    if "prompts" in client.capabilities:
+        prompts = client.list_prompts()
+        if prompts:
+            client.get_prompt(prompts[0]["name"])
+
+
+def tools_call(client: mcpcall.Client, context: dict[str, Any]) -> None:
+    names = [tool.name for tool in client.list_tools()]
+    if "add_numbers" in names:
+        client.call_tool("add_numbers", {"a": 5, "b": 3}).raise_for_error()
+    else:
+        exercise_everything(client)
+
+
+def custom_headers(client: mcpcall.Client, context: dict[str, Any]) -> None:
+    client.list_tools()
+    for call in context.get("toolCalls", []):
+        client.call_tool(call["name"], call.get("arguments") or {})
+
+
+def invalid_tool_headers(client: mcpcall.Client, context: dict[str, Any]) -> None:
+    for tool in client.list_tools():  # tools with invalid x-mcp-header are already left out
+        client.call_tool(tool.name, arguments_for(tool))
+
+
+def request_state(client: mcpcall.Client, context: dict[str, Any]) -> None:
+    names = [tool.name for tool in client.list_tools()]
+    for name in names:
+        client.call_tool(name, {})
+
+
+def schema_preservation(client: mcpcall.Client, context: dict[str, Any]) -> None:
+    tools = client.list_tools()
+    focal = next((t for t in tools if t.name == "json_schema_2020_12_tool"), None)
+    echo = next((t for t in tools if t is not focal), None)
+    if focal is None or echo is None:
+        raise SystemExit(f"expected the 2020-12 tool and an echo tool, got {[t.name for t in tools]}")
+    client.call_tool(echo.name, {"schema": dict(focal.raw["inputSchema"])})
+
+
+def elicitation_defaults(client: mcpcall.Client, context: dict[str, Any]) -> None:
+    for tool in client.list_tools():
+        client.call_tool(tool.name, {})
+
+
+def list_only(client: mcpcall.Client, context: dict[str, Any]) -> None:
+    client.list_tools()
+
+
+def default(client: mcpcall.Client, context: dict[str, Any]) -> None:
+    exercise_everything(client)
+
+
+SCENARIOS: dict[str, Callable[[mcpcall.Client, dict[str, Any]], None]] = {
+    "tools_call": tools_call,
+    "initialize": list_only,
+    "http-custom-headers": custom_headers,
+    "http-invalid-tool-headers": invalid_tool_headers,
+    "http-standard-headers": default,
+    "request-metadata": default,
+    "sep-2322-client-request-state": request_state,
+    "json-schema-ref-no-deref": list_only,
+    "json-schema-2020-12-preservation": schema_preservation,
+    "elicitation-sep1034-client-defaults": elicitation_defaults,
+    "sse-retry": default,
+}
+
+HANDLERS: dict[str, dict[str, mcpcall.Handler]] = {
+    "elicitation-sep1034-client-defaults": {"elicitation/create": accept_elicitation},
+    "sep-2322-client-request-state": {"elicitation/create": confirm_elicitation},
+}
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    url = sys.argv[-1]
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    revision = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION") or "auto"
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    run = SCENARIOS.get(scenario, default)
+    log.info("scenario %s, revision %s, server %s", scenario or "(none)", revision, url)
+    with mcpcall.connect(url, protocol=revision, timeout=30, handlers=HANDLERS.get(scenario)) as client:
+        run(client, context)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
