@@ -7,8 +7,9 @@
     mcpcall [OPTIONS] [SERVER] info
     mcpcall demo
 
-SERVER is a command line in one argument (``"npx -y @pkg/server"``); without it
-the bundled demo server is used. ``key=value`` values are read as JSON when
+SERVER is a command line in one argument (``"npx -y @pkg/server"``) or a URL
+(``https://host/mcp``: a remote server); without it the bundled demo server
+is used. ``key=value`` values are read as JSON when
 they parse (``n=3``, ``flag=true``) unless the tool's schema says the argument
 is a string.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -54,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--inherit-env", action="store_true", help="pass this whole environment to the server")
     p.add_argument("--cwd", help="working directory of the server")
     p.add_argument("--stderr", choices=("show", "hide"), default="hide", help="show the server's stderr")
+    p.add_argument("--header", action="append", default=[], metavar="NAME:VALUE", help="an HTTP header for a remote server")
+    p.add_argument("--bearer", metavar="TOKEN", help="a bearer token for a remote server (or MCPCALL_BEARER)")
     p.add_argument("--version", action="version", version=f"mcpcall {__version__}")
     return p
 
@@ -212,8 +216,16 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
             if not sep:
                 raise ConfigError(f"--env takes K=V, not {pair!r}")
             env[key] = value
+        headers = {}
+        for pair in args.header:
+            key, sep, value = pair.partition(":")
+            if not sep or not key.strip():
+                raise ConfigError(f"--header takes NAME:VALUE, not {pair!r}")
+            headers[key.strip()] = value.strip()
         with connect(
             server if server is not None else demo_command(),
+            headers=headers or None,
+            auth=args.bearer or os.environ.get("MCPCALL_BEARER") or None,
             timeout=args.timeout,
             protocol=args.protocol,
             env=env,

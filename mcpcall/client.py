@@ -223,7 +223,7 @@ class Client:
                 else:
                     self._initialize(version)
                 return
-            except (RPCError, ProtocolError, RequestTimeout):
+            except (RPCError, ProtocolError, RequestTimeout, HTTPError):
                 log.info("server %r no longer speaks %s %s; probing again", self.name, era, version)
                 _era_cache.pop(key, None)
         if self._discover(LATEST_MODERN_VERSION, probe=True):

@@ -423,7 +423,9 @@ class Dispatcher:
             entry = self._pop(request_id)
             if entry is not None:
                 entry.future.set_exception(error)
-                return
+            else:
+                log.debug("server %r: %s (request %r already finished)", self.name, error, request_id)
+            return
         log.error("server %r: %s", self.name, error)
         if request_id is None and isinstance(error, ProtocolError):
             self.fail_pending(error)

@@ -46,6 +46,7 @@ DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 _CHUNK = 64 * 1024
 _MAX_REDIRECTS = 5
 _MAX_RESUMES = 10
+_DEFAULT_RETRY_MS = 500  # before resuming a stream whose server named no retry delay
 _STOP = object()
 
 AuthOption = Union[None, str, "requests.auth.AuthBase", tuple[str, str]]
@@ -293,9 +294,8 @@ class _HTTPBase(Transport):
 
     def cancel(self, request_id: Any, reason: str) -> None:
         with self._lock:
+            self._cancelled.add(request_id)  # forgotten when its job ends
             response = self._streams.pop(request_id, None)
-            if response is None:
-                self._cancelled.add(request_id)
         if response is not None:
             _abort(response)
 
@@ -303,7 +303,6 @@ class _HTTPBase(Transport):
         """Remember the stream carrying ``request_id``; False if it was cancelled meanwhile."""
         with self._lock:
             if request_id in self._cancelled or self._closing.is_set():
-                self._cancelled.discard(request_id)
                 return False
             self._streams[request_id] = response
             return True
@@ -312,7 +311,6 @@ class _HTTPBase(Transport):
         with self._lock:
             if self._streams.get(request_id) is response:
                 del self._streams[request_id]
-            self._cancelled.discard(request_id)
 
     def _stop_workers(self) -> None:
         with self._lock:
@@ -371,9 +369,14 @@ class HTTPTransport(_HTTPBase):
         self.era = era
         self.protocol_version = version
         self.session_lost = False
-        if era == "legacy" and self._listener is None:
+
+    def _start_listener(self) -> None:
+        """After ``notifications/initialized`` (legacy): open the GET stream for server messages."""
+        with self._lock:
+            if (self._listener is not None and self._listener.is_alive()) or self._closing.is_set():
+                return
             self._listener = threading.Thread(target=self._listen, name=f"mcpcall-listen-{self.name}", daemon=True)
-            self._listener.start()
+        self._listener.start()
 
     def fallback(self) -> Transport | None:
         """The legacy HTTP+SSE transport for the same URL, tried when Streamable HTTP is refused."""
@@ -411,6 +414,8 @@ class HTTPTransport(_HTTPBase):
             return
         # A notification or a response: answered at once with 202; sent from this thread.
         self._post_now(message)
+        if message.get("method") == "notifications/initialized" and self.era == "legacy":
+            self._start_listener()
 
     def _post_now(self, message: dict[str, Any]) -> None:
         headers = self._headers(message)
@@ -474,7 +479,7 @@ class HTTPTransport(_HTTPBase):
             if attempts > _MAX_RESUMES:
                 raise ConnectionClosed(f"server {self.name!r} kept dropping the stream for {method}; gave up")
             last_id, retry_ms = resume
-            if self._closing.wait((retry_ms if retry_ms is not None else 1000) / 1000.0):
+            if self._closing.wait((retry_ms if retry_ms is not None else _DEFAULT_RETRY_MS) / 1000.0):
                 return
             headers = self._headers(None, accept="text/event-stream")
             headers["Last-Event-ID"] = last_id
