@@ -147,10 +147,11 @@ class StdioTransport(Transport):
         assert proc.stdin is not None and proc.stdout is not None
         self._stdin_fd = proc.stdin.fileno()
         os.set_blocking(self._stdin_fd, False)
-        self._spawn(self._read_loop, "reader")
-        self._spawn(self._write_loop, "writer")
+        # The stderr drain first: the reader joins it when stdout ends, which can be at once.
         if proc.stderr is not None:
             self._spawn(self._stderr_loop, "stderr")
+        self._spawn(self._write_loop, "writer")
+        self._spawn(self._read_loop, "reader")
 
     def _spawn(self, target: Callable[[], None], role: str) -> None:
         thread = threading.Thread(target=target, name=f"mcpcall-{role}-{self.name}", daemon=True)
@@ -288,8 +289,8 @@ class StdioTransport(Transport):
         returncode = self._exit_code(wait=0.0 if self._closing else 1.0)
         if not self._closing:
             # Let the stderr drain catch the last words before reporting them.
-            for thread in self._threads:
-                if thread.name.startswith("mcpcall-stderr-"):
+            for thread in list(self._threads):
+                if thread.name.startswith("mcpcall-stderr-") and thread.ident is not None:
                     thread.join(1.0)
         if returncode is None:
             what = "closed its stdout"
