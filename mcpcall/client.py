@@ -213,6 +213,9 @@ class Client:
         if protocol == "modern":
             self._discover(LATEST_MODERN_VERSION, probe=False)
             return
+        if getattr(self.transport, "legacy_only", False):
+            self._initialize(LATEST_LEGACY_VERSION)
+            return
         key = self._cache_key()
         cached = _era_cache.get(key) if key is not None else None
         if cached is not None:

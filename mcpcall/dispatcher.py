@@ -23,7 +23,7 @@ from . import jsonrpc
 from .callbacks import CallbackRunner
 from .errors import ConnectionClosed, ForkedClient, MCPError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
 from .jsonrpc import RequestId
-from .scheduler import get_scheduler
+from .scheduler import Deadline, get_scheduler
 from .transports.base import Transport
 
 __all__ = ["CONTINUED", "Dispatcher", "ProgressCallback", "RequestFuture"]
@@ -138,6 +138,7 @@ class Dispatcher:
         # for the earliest; when it fires it expires what is overdue and re-arms.
         # That is one float per request instead of a heap entry per request.
         self._armed_at = math.inf
+        self._armed: Deadline | None = None
 
     # -- sending ---------------------------------------------------------------
 
@@ -230,7 +231,7 @@ class Dispatcher:
 
     def _arm(self, due: float) -> None:
         self._armed_at = due
-        get_scheduler().schedule(max(due - monotonic(), 0.0), self._sweep)
+        self._armed = get_scheduler().schedule(max(due - monotonic(), 0.0), self._sweep)
 
     def _sweep(self) -> None:
         """On the scheduler thread: expire what is overdue, re-arm for the next."""
@@ -279,6 +280,9 @@ class Dispatcher:
                 self._closed = exc
             entries = list(self._pending.values())
             self._pending.clear()
+        armed = self._armed
+        if armed is not None:
+            armed.cancel()  # do not keep a closed client reachable from the scheduler
         for entry in entries:
             if not entry.future.done():
                 entry.future.set_exception(exc)

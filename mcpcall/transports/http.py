@@ -24,6 +24,8 @@ import logging
 import queue
 import socket
 import threading
+import time
+import weakref
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Union
 from urllib.parse import urljoin, urlsplit
@@ -108,6 +110,46 @@ def _abort(response: Any) -> None:
         response.close()
 
 
+# The connection each worker thread is using (so a request still waiting for its
+# response headers can be interrupted too: only its socket can be shut).
+_connections: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_pools: dict[str, Any] = {}
+
+
+def _tracked_pools() -> dict[str, Any]:
+    """urllib3 pool classes whose connections record themselves in ``_connections``."""
+    if not _pools:
+        from urllib3 import connection, connectionpool
+
+        class _HTTPConnection(connection.HTTPConnection):
+            def request(self, *args: Any, **kwargs: Any) -> None:
+                _connections[threading.get_ident()] = self
+                super().request(*args, **kwargs)
+
+        class _HTTPSConnection(connection.HTTPSConnection):
+            def request(self, *args: Any, **kwargs: Any) -> None:
+                _connections[threading.get_ident()] = self
+                super().request(*args, **kwargs)
+
+        class _HTTPPool(connectionpool.HTTPConnectionPool):
+            ConnectionCls = _HTTPConnection
+
+        class _HTTPSPool(connectionpool.HTTPSConnectionPool):
+            ConnectionCls = _HTTPSConnection
+
+        _pools.update(http=_HTTPPool, https=_HTTPSPool)
+    return _pools
+
+
+def _shutdown_thread_connection(ident: int) -> None:
+    """Shut the socket a worker thread is blocked on (before or after response headers)."""
+    connection = _connections.get(ident)
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
 def _chunks(response: Any) -> Iterator[bytes]:
     """The body as it arrives (not waiting to fill a fixed-size buffer)."""
     raw = response.raw
@@ -162,6 +204,7 @@ class _HTTPBase(Transport):
         self._workers: list[threading.Thread] = []
         self._idle = 0
         self._streams: dict[Any, Any] = {}  # request id -> open response
+        self._running: dict[Any, int] = {}  # request id -> the worker thread sending it
         self._cancelled: set[Any] = set()
         self._closing = threading.Event()
         self._closed = False
@@ -177,6 +220,7 @@ class _HTTPBase(Transport):
 
         session = requests.Session()
         adapter = HTTPAdapter(pool_connections=2, pool_maxsize=self.max_workers + 2, max_retries=0)
+        adapter.poolmanager.pool_classes_by_scheme = _tracked_pools()
         session.mount("http://", adapter)
         session.mount("https://", adapter)
         if self.verify is not None:
@@ -296,8 +340,11 @@ class _HTTPBase(Transport):
         with self._lock:
             self._cancelled.add(request_id)  # forgotten when its job ends
             response = self._streams.pop(request_id, None)
+            worker = self._running.get(request_id)
         if response is not None:
             _abort(response)
+        elif worker is not None:
+            _shutdown_thread_connection(worker)  # still waiting for the response headers
 
     def _track(self, request_id: Any, response: Any) -> bool:
         """Remember the stream carrying ``request_id``; False if it was cancelled meanwhile."""
@@ -316,16 +363,37 @@ class _HTTPBase(Transport):
         with self._lock:
             streams = list(self._streams.values())
             self._streams.clear()
+            running = list(self._running.values())
             workers = list(self._workers)
         for response in streams:
             _abort(response)
+        for ident in running:
+            _shutdown_thread_connection(ident)
         for _ in workers:
             self._jobs.put(_STOP)
+        deadline = time.monotonic() + 5.0
         for worker in workers:
             if worker is not threading.current_thread():
-                worker.join(5.0)
+                worker.join(max(0.0, deadline - time.monotonic()))
                 if worker.is_alive():
                     log.warning("HTTP worker %s of server %r did not stop", worker.name, self.name)
+
+    def _close_session(self) -> None:
+        """Close every pooled connection now (``Session.close`` leaves that to the garbage collector)."""
+        session = self._session
+        if session is None:
+            return
+        adapters = {id(adapter): adapter for adapter in session.adapters.values()}
+        for adapter in adapters.values():
+            managers = [getattr(adapter, "poolmanager", None), *getattr(adapter, "proxy_manager", {}).values()]
+            for manager in managers:
+                pools = getattr(manager, "pools", None)
+                if pools is None:
+                    continue
+                for key in list(pools.keys()):
+                    with contextlib.suppress(Exception):
+                        pools[key].close()
+        session.close()
 
 
 def _reason(exc: BaseException) -> str:
@@ -461,6 +529,14 @@ class HTTPTransport(_HTTPBase):
         with self._lock:
             if request_id in self._cancelled:
                 return
+            self._running[request_id] = threading.get_ident()
+        try:
+            self._exchange_running(request_id, message)
+        finally:
+            with self._lock:
+                self._running.pop(request_id, None)
+
+    def _exchange_running(self, request_id: Any, message: dict[str, Any]) -> None:
         headers = self._headers(message)
         headers["Content-Type"] = "application/json"
         method = message.get("method", "")
@@ -565,9 +641,10 @@ class HTTPTransport(_HTTPBase):
                 ):
                     answered = True
                     break
-        except ProtocolError:
-            raise
-        except Exception as exc:
+        except ProtocolError as exc:
+            raise ProtocolError(f"server {self.name!r} sent an SSE event over the limit of {self.max_message_bytes} "
+                                "bytes (raise max_message_bytes= if it is legitimate)") from exc
+        except Exception as exc:  # urllib3/requests/socket errors when the stream breaks
             if self._closing.is_set() or request_id in self._cancelled:
                 return True, None, None
             if answered:
@@ -640,8 +717,7 @@ class HTTPTransport(_HTTPBase):
         self._stop_workers()
         if self._listener is not None and self._listener is not threading.current_thread():
             self._listener.join(5.0)
-        if self._session is not None:
-            self._session.close()
+        self._close_session()
 
 
 def _excerpt(body: bytes, limit: int = 300) -> str:
@@ -672,6 +748,9 @@ class SSETransport(_HTTPBase):
     The server names the POST endpoint in the stream's first ``endpoint``
     event; an endpoint on another origin is refused.
     """
+
+    #: This transport predates the modern era: the client goes straight to initialize.
+    legacy_only = True
 
     def __init__(self, url: str, *, endpoint_timeout: float = 10.0, **options: Any) -> None:
         super().__init__(url, **options)
@@ -731,8 +810,9 @@ class SSETransport(_HTTPBase):
                     self._deliver(jsonrpc.decode(event.data))
                 except ProtocolError as exc:
                     log.warning("server %r sent an SSE event that is not JSON; skipped: %s", self.name, exc)
-        except ProtocolError as exc:
-            reason = str(exc)
+        except ProtocolError:
+            reason = (f"sent an SSE event over the limit of {self.max_message_bytes} bytes "
+                      "(raise max_message_bytes= if it is legitimate)")
         except Exception as exc:  # noqa: BLE001 - the stream broke (socket/urllib3 errors)
             reason = f"dropped the SSE stream ({_reason(exc)})"
         finally:
@@ -788,9 +868,9 @@ class SSETransport(_HTTPBase):
         self._closing.set()
         if self._stream is not None:
             _abort(self._stream)
+            self._stream = None
         self._stop_workers()
         if self._reader is not None and self._reader is not threading.current_thread():
             self._reader.join(5.0)
-        if self._session is not None:
-            self._session.close()
+        self._close_session()
 

@@ -1,0 +1,657 @@
+"""A small, scriptable MCP server over HTTP, for tests/test_http.py.
+
+It runs in the test process (a stdlib ``ThreadingHTTPServer`` on 127.0.0.1,
+port 0) and speaks just enough MCP to exercise what well-behaved servers never
+do. Tests flip its switches (attributes) and read what it saw (:attr:`seen`).
+
+Endpoints:
+
+- ``POST /mcp`` (and ``/mcp2``, a same-origin redirect target): Streamable
+  HTTP. Legacy requests need ``initialize`` first and carry ``Mcp-Session-Id``;
+  modern (2026-07-28) requests carry the version in ``params._meta`` and are
+  checked against their ``MCP-Protocol-Version``/``Mcp-Method``/``Mcp-Name``/
+  ``Mcp-Param-*`` headers (a mismatch is a 400 with error -32020).
+- ``GET /mcp``: 405, a standalone stream (``get_stream = "sse"``) carrying what
+  :meth:`FaultServer.push` queues, or, with ``Last-Event-ID``, the replay of a
+  stream the server broke off. With ``post_status = 405`` it is instead the
+  legacy HTTP+SSE stream, as on ``GET /sse``.
+- ``GET /sse`` + ``POST /messages?sessionId=…``: the 2024-11-05 HTTP+SSE
+  transport; the ``endpoint`` event names ``sse_endpoint`` if set.
+- ``DELETE /mcp``: ends the session (``delete_status``).
+
+Tools: ``echo(message)``; ``big(size, sse)`` (a text of ``size`` characters,
+see :func:`big_text`); ``slow(seconds)`` (an SSE stream of keep-alives,
+noticing when the client drops it); ``trickle(message)`` (an SSE reply with
+comments, CRLFs and a progress notice, a few bytes per TCP write);
+``hold(seconds)`` (no reply at all, not even headers, for ``seconds``, noticing
+a client that hangs up); ``resume(message)`` (a priming event, then the stream closes; the answer
+comes on the GET with ``Last-Event-ID``); ``hdr`` (``x-mcp-header``
+parameters); ``bad_number`` and ``bad_empty`` (invalid annotations).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import queue
+import select
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+from urllib.parse import parse_qs, urlsplit
+
+MODERN = "2026-07-28"
+LEGACY = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+HEADER_MISMATCH = -32020
+MCP_PATHS = ("/mcp", "/mcp2")
+
+
+def big_text(size: int) -> str:
+    """``size`` characters that show any lost, repeated or reordered piece."""
+    out = []
+    total = 0
+    n = 0
+    while total < size:
+        piece = f"{n:08d}|"
+        out.append(piece)
+        total += len(piece)
+        n += 1
+    return "".join(out)[:size]
+
+
+def _prop(kind: str, header: Any = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": kind}
+    if header is not None:
+        schema["x-mcp-header"] = header
+    return schema
+
+
+TOOLS: list[dict[str, Any]] = [
+    {"name": "echo", "inputSchema": {"type": "object", "properties": {"message": _prop("string")}}},
+    {"name": "big", "inputSchema": {"type": "object", "properties": {"size": _prop("integer"), "sse": _prop("boolean")}}},
+    {"name": "slow", "inputSchema": {"type": "object", "properties": {"seconds": _prop("number")}}},
+    {"name": "hold", "inputSchema": {"type": "object", "properties": {"seconds": _prop("number")}}},
+    {"name": "trickle", "inputSchema": {"type": "object", "properties": {"message": _prop("string")}}},
+    {"name": "resume", "inputSchema": {"type": "object", "properties": {"message": _prop("string")}}},
+    {"name": "hdr", "inputSchema": {"type": "object", "properties": {
+        "region": _prop("string", "Region"),
+        "greeting": _prop("string", "Greeting"),
+        "count": _prop("integer", "Count"),
+        "flag": _prop("boolean", "Flag"),
+        "plain": _prop("string"),
+    }}},
+    {"name": "bad_number", "inputSchema": {"type": "object", "properties": {"ratio": _prop("number", "Ratio")}}},
+    {"name": "bad_empty", "inputSchema": {"type": "object", "properties": {"x": _prop("string", "")}}},
+]
+HEADER_PARAMS = {"hdr": {"region": "Region", "greeting": "Greeting", "count": "Count", "flag": "Flag"}}
+
+
+@dataclass
+class Seen:
+    """One HTTP request the server received."""
+
+    verb: str
+    path: str
+    headers: dict[str, str]  # lower-case names
+    body: Any = None  # the decoded JSON body, if any
+    at: float = field(default_factory=time.monotonic)
+
+    @property
+    def method(self) -> str | None:
+        """The JSON-RPC method of the body, if it has one."""
+        return self.body.get("method") if isinstance(self.body, dict) else None
+
+
+@dataclass
+class Reply:
+    """A canned HTTP reply that replaces the normal answer (see :attr:`FaultServer.fail`)."""
+
+    status: int
+    body: bytes | Callable[[dict[str, Any]], bytes] = b""  # or built from the request
+    content_type: str = "text/plain"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class FaultServer:
+    """The server; :meth:`start` it, flip switches, :meth:`stop` it."""
+
+    def __init__(self) -> None:
+        # -- switches --------------------------------------------------------
+        self.modern = True  # answer server/discover (else -32601: a legacy-only server)
+        self.reply = "json"  # how requests are answered: "json" or "sse"
+        self.get_stream = "405"  # GET /mcp: "405" or "sse" (standalone stream)
+        self.post_status: int | None = None  # refuse every POST /mcp with this (e.g. 405)
+        self.delete_status = 200
+        self.expire_after: int | None = None  # a session dies after this many requests
+        self.redirect: str | None = None  # 307 every POST /mcp to this Location
+        self.sse_endpoint: str | None = None  # the HTTP+SSE endpoint event (default: same origin)
+        #: Canned replies by tool name (tools/call) or method.
+        self.fail: dict[str, Reply] = {}
+        # -- what happened -----------------------------------------------------
+        self.seen: list[Seen] = []
+        self.sessions: dict[str, int] = {}  # live session id -> requests seen
+        self.dropped: list[Any] = []  # ids of slow/hold calls whose connection the client closed
+        self.resume_closed_at: float | None = None
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._notices: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._sse_queues: dict[str, queue.Queue[dict[str, Any]]] = {}
+        self._replay: dict[str, dict[str, Any]] = {}
+        self._stopping = threading.Event()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> FaultServer:
+        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd.fault = self
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="fault-http-accept", daemon=True)
+        self._thread.start()
+        return self
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None
+        return int(self._httpd.server_address[1])
+
+    @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return self.origin + "/mcp"
+
+    def stop(self) -> None:
+        """Stop accepting, cut every open connection, wait for the handler threads."""
+        httpd = self._httpd
+        if httpd is None:
+            return
+        self._stopping.set()
+        httpd.shutdown()
+        assert self._thread is not None
+        self._thread.join(5)
+        httpd.cut_connections()
+        httpd.join_handlers(5)
+        httpd.server_close()
+        self._httpd = None
+
+    # -- for tests -------------------------------------------------------------------
+
+    def push(self, message: dict[str, Any]) -> None:
+        """Queue a message for the standalone GET stream."""
+        self._notices.put(message)
+
+    def requests(self, method: str | None = None, verb: str | None = None) -> list[Seen]:
+        with self._lock:
+            return [s for s in self.seen if (method is None or s.method == method) and (verb is None or s.verb == verb)]
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
+        """Wait until ``predicate()`` (called under the lock) holds."""
+        with self._changed:
+            return self._changed.wait_for(predicate, timeout)
+
+    def _record(self, seen: Seen) -> None:
+        with self._changed:
+            self.seen.append(seen)
+            self._changed.notify_all()
+
+    def _note_drop(self, request_id: Any) -> None:
+        with self._changed:
+            self.dropped.append(request_id)
+            self._changed.notify_all()
+
+    # -- MCP -----------------------------------------------------------------------------
+
+    def answer(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The response to a request that needs no streaming."""
+        method = message.get("method")
+        params = message.get("params") or {}
+        modern = isinstance(params.get("_meta"), dict) and META_VERSION in params["_meta"]
+        rid = message.get("id")
+        if method == "initialize":
+            asked = params.get("protocolVersion")
+            result: dict[str, Any] = {
+                "protocolVersion": asked if asked in LEGACY else LEGACY[0],
+                "capabilities": {"tools": {}, "logging": {}},
+                "serverInfo": {"name": "fault-server", "version": "1.0"},
+            }
+        elif method == "server/discover":
+            if not self.modern:
+                return _error(rid, -32601, "Method not found")
+            result = {
+                "supportedVersions": [MODERN],
+                "capabilities": {"tools": {}},
+                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "fault-server", "version": "1.0"}},
+            }
+        elif method == "ping":
+            result = {}
+        elif method == "tools/list":
+            result = {"tools": TOOLS}
+        elif method == "tools/call":
+            name = params.get("name")
+            args = params.get("arguments") or {}
+            if name in ("echo", "trickle", "resume"):
+                text = str(args.get("message", ""))
+            elif name == "big":
+                text = big_text(int(args.get("size", 0)))
+            elif name == "hdr":
+                text = json.dumps(args, sort_keys=True)
+            else:
+                return _error(rid, -32602, f"unknown tool {name!r}")
+            result = {"content": [{"type": "text", "text": text}], "isError": False}
+        else:
+            return _error(rid, -32601, f"Method not found: {method}")
+        if modern:
+            result["resultType"] = "complete"
+        return {"jsonrpc": "2.0", "id": rid, "result": result}
+
+
+def _error(rid: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
+
+
+def sse_event(data: Any = None, *, event_id: str | None = None, retry: int | None = None,
+              event: str | None = None) -> bytes:
+    """One SSE event; ``data`` is a message (encoded as JSON) or a string."""
+    lines = []
+    if event is not None:
+        lines.append(f"event: {event}")
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    if retry is not None:
+        lines.append(f"retry: {retry}")
+    text = data if isinstance(data, str) else ("" if data is None else json.dumps(data))
+    lines.extend(f"data: {line}" for line in (text.split("\n") if text else [""]))
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+def _decode_header(value: str) -> str:
+    if value.startswith("=?base64?") and value.endswith("?="):
+        return base64.b64decode(value[9:-2]).decode("utf-8")
+    return value
+
+
+def _header_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    """Tracks its connections and handler threads, so :meth:`FaultServer.stop` ends them all."""
+
+    daemon_threads = True
+    fault: FaultServer
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._conns: set = set()
+        self._handlers: list[threading.Thread] = []
+        self._guard = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(target=self.process_request_thread, args=(request, client_address),
+                                  name="fault-http-handler", daemon=True)
+        with self._guard:
+            self._conns.add(request)
+            self._handlers = [t for t in self._handlers if t.is_alive()] + [thread]
+        thread.start()
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._guard:
+            self._conns.discard(request)
+        super().shutdown_request(request)
+
+    def cut_connections(self) -> None:
+        with self._guard:
+            conns = list(self._conns)
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def join_handlers(self, timeout: float) -> None:
+        with self._guard:
+            handlers = list(self._handlers)
+        deadline = time.monotonic() + timeout
+        for thread in handlers:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    @property
+    def fault(self) -> FaultServer:
+        return self.server.fault
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def handle_one_request(self) -> None:
+        try:
+            super().handle_one_request()
+        except OSError:  # the client went away (or stop() cut the connection)
+            self.close_connection = True
+
+    def _seen(self, body: Any = None) -> Seen:
+        seen = Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+        self.fault._record(seen)
+        return seen
+
+    def _read_json(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            return raw
+
+    def send_body(self, status: int, body: bytes, content_type: str = "application/json",
+                  headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def send_json(self, status: int, message: Any, headers: dict[str, str] | None = None) -> None:
+        self.send_body(status, json.dumps(message).encode(), "application/json", headers)
+
+    def start_sse(self, headers: dict[str, str] | None = None, *, chunked: bool = True) -> None:
+        """Begin an SSE reply: chunked, or (``chunked=False``) ended by closing the connection."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Connection", "close")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self._chunked = chunked
+
+    def write(self, data: bytes) -> None:
+        if not data:
+            return
+        if self._chunked:
+            data = b"%x\r\n%s\r\n" % (len(data), data)
+        self.wfile.write(data)
+
+    def end_sse(self) -> None:
+        if self._chunked:
+            self.wfile.write(b"0\r\n\r\n")
+        else:
+            self.close_connection = True
+
+    # -- verbs ---------------------------------------------------------------------------
+
+    def do_POST(self) -> None:
+        path = urlsplit(self.path).path
+        body = self._read_json()
+        self._seen(body)
+        fault = self.fault
+        if path == "/messages":
+            self._post_legacy_sse(body)
+        elif path not in MCP_PATHS:
+            self.send_body(404, b"not found", "text/plain")
+        elif fault.post_status is not None:
+            self.send_body(fault.post_status, b"POST not supported here", "text/plain")
+        elif fault.redirect is not None and path == "/mcp":
+            self.send_body(307, b"", "text/plain", {"Location": fault.redirect})
+        elif not isinstance(body, dict):
+            self.send_json(400, {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}})
+        else:
+            self._post_mcp(body)
+
+    def _post_mcp(self, message: dict[str, Any]) -> None:
+        fault = self.fault
+        method = message.get("method")
+        params = message.get("params") or {}
+        is_request = method is not None and "id" in message
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        version = meta.get(META_VERSION) if isinstance(meta, dict) else None
+        headers: dict[str, str] = {}
+        if version is not None:
+            problem = self._modern_header_problem(message, version)
+            if problem is not None:
+                self.send_json(400, _error(message.get("id"), HEADER_MISMATCH, problem))
+                return
+        elif method == "initialize":
+            new_sid = uuid.uuid4().hex
+            with fault._lock:
+                fault.sessions[new_sid] = 0
+            headers["Mcp-Session-Id"] = new_sid
+        elif method is not None or "result" in message or "error" in message:
+            sid = self.headers.get("Mcp-Session-Id")
+            if sid is None and method != "server/discover":
+                self.send_json(400, _error(message.get("id"), -32000, "Bad Request: no session"))
+                return
+            if sid is not None:
+                with fault._lock:
+                    count = fault.sessions.get(sid)
+                    if count is not None:
+                        fault.sessions[sid] = count + 1
+                        if fault.expire_after is not None and count + 1 > fault.expire_after:
+                            del fault.sessions[sid]
+                            count = None
+                if count is None:
+                    self.send_json(404, _error(message.get("id"), -32001, "Session not found"))
+                    return
+        if not is_request:
+            self.send_response(202)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        key = params.get("name") if method == "tools/call" else method
+        canned = fault.fail.get(str(key))
+        if canned is not None:
+            body = canned.body(message) if callable(canned.body) else canned.body
+            self.send_body(canned.status, body, canned.content_type, canned.headers)
+            return
+        if method == "tools/call" and key in ("slow", "hold", "trickle", "resume"):
+            getattr(self, f"_tool_{key}")(message, headers)
+            return
+        reply = fault.answer(message)
+        use_sse = fault.reply == "sse"
+        if method == "tools/call" and key == "big" and "sse" in (params.get("arguments") or {}):
+            use_sse = bool(params["arguments"]["sse"])
+        if use_sse:
+            self.start_sse(headers)
+            data = sse_event(reply, event_id=uuid.uuid4().hex)
+            for start in range(0, len(data), 65536):
+                self.write(data[start:start + 65536])
+            self.end_sse()
+        else:
+            self.send_json(200, reply, headers)
+
+    def _modern_header_problem(self, message: dict[str, Any], version: str) -> str | None:
+        """What is wrong with a modern request's headers (None: all fine)."""
+        h = self.headers
+        if self.headers.get("Mcp-Session-Id") is not None:
+            return "a modern request carried Mcp-Session-Id"
+        if h.get("MCP-Protocol-Version") != version:
+            return f"MCP-Protocol-Version {h.get('MCP-Protocol-Version')!r} does not match the body's {version!r}"
+        if h.get("Mcp-Method") != message.get("method"):
+            return f"Mcp-Method {h.get('Mcp-Method')!r} does not match the body's {message.get('method')!r}"
+        params = message.get("params") or {}
+        if message.get("method") == "tools/call":
+            if _decode_header(h.get("Mcp-Name", "")) != params.get("name"):
+                return f"Mcp-Name {h.get('Mcp-Name')!r} does not match the body"
+            args = params.get("arguments") or {}
+            for prop, name in HEADER_PARAMS.get(str(params.get("name")), {}).items():
+                sent = h.get(f"Mcp-Param-{name}")
+                if prop not in args:
+                    if sent is not None:
+                        return f"Mcp-Param-{name} sent for an absent argument"
+                    continue
+                if sent is None or _decode_header(sent) != _header_text(args[prop]):
+                    return f"Mcp-Param-{name} {sent!r} does not match the body"
+        return None
+
+    # -- streaming tools -------------------------------------------------------------------
+
+    def _progress(self, message: dict[str, Any], progress: int, total: int) -> dict[str, Any] | None:
+        meta = (message.get("params") or {}).get("_meta") or {}
+        token = meta.get("progressToken")
+        if token is None:
+            return None
+        return {"jsonrpc": "2.0", "method": "notifications/progress",
+                "params": {"progressToken": token, "progress": progress, "total": total}}
+
+    def _tool_slow(self, message: dict[str, Any], headers: dict[str, str]) -> None:
+        """Keep-alives every 20 ms for ``seconds``; a failed write means the client dropped us."""
+        args = (message.get("params") or {}).get("arguments") or {}
+        seconds = float(args.get("seconds", 1))
+        self.start_sse(headers)
+        deadline = time.monotonic() + seconds
+        try:
+            progress = self._progress(message, 0, 1)
+            if progress is not None:
+                self.write(sse_event(progress))
+            while time.monotonic() < deadline:
+                if self.fault._stopping.wait(0.02):
+                    self.close_connection = True
+                    return
+                self.write(b": keepalive\n\n")
+        except OSError:
+            self.fault._note_drop(message.get("id"))
+            self.close_connection = True
+            return
+        self.write(sse_event({"jsonrpc": "2.0", "id": message.get("id"),
+                              "result": {"content": [{"type": "text", "text": "slept"}]}}))
+        self.end_sse()
+
+    def _tool_hold(self, message: dict[str, Any], headers: dict[str, str]) -> None:
+        """Send nothing, not even headers, for ``seconds`` (a server deciding between JSON and SSE);
+        a client that closes the connection meanwhile is noticed (EOF on the socket)."""
+        args = (message.get("params") or {}).get("arguments") or {}
+        deadline = time.monotonic() + float(args.get("seconds", 1))
+        conn = self.connection
+        while time.monotonic() < deadline and not self.fault._stopping.is_set():
+            readable, _, _ = select.select([conn], [], [], 0.02)
+            if readable:
+                try:
+                    peeked = conn.recv(1, socket.MSG_PEEK)
+                except OSError:
+                    peeked = b""
+                if not peeked:
+                    self.fault._note_drop(message.get("id"))
+                    self.close_connection = True
+                    return
+        if self.fault._stopping.is_set():
+            self.close_connection = True
+            return
+        self.send_json(200, {"jsonrpc": "2.0", "id": message.get("id"),
+                             "result": {"content": [{"type": "text", "text": "held"}]}}, headers)
+
+    def _tool_trickle(self, message: dict[str, Any], headers: dict[str, str]) -> None:
+        """Comments, CRLF line ends, a progress notice and the answer, 3 bytes per TCP write."""
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.start_sse(headers, chunked=False)
+        stream = b": keepalive\r\n\r\n:\r\n"
+        progress = self._progress(message, 1, 2)
+        if progress is not None:
+            stream += sse_event(progress).replace(b"\n", b"\r\n")
+        stream += b": another comment\n\n" + sse_event(self.fault.answer(message), event_id="t1")
+        for start in range(0, len(stream), 3):
+            self.write(stream[start:start + 3])
+            time.sleep(0.0005)
+        self.end_sse()
+
+    def _tool_resume(self, message: dict[str, Any], headers: dict[str, str]) -> None:
+        """A priming event (id e1, retry 300 ms), then the stream ends; the answer waits for the GET."""
+        self.fault._replay["e1"] = self.fault.answer(message)
+        self.start_sse(headers)
+        self.write(sse_event(None, event_id="e1", retry=300))
+        self.end_sse()
+        self.fault.resume_closed_at = time.monotonic()
+
+    # -- GET and DELETE ----------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        path = urlsplit(self.path).path
+        self._seen()
+        fault = self.fault
+        if path == "/sse" or (path == "/mcp" and fault.post_status is not None):
+            self._legacy_sse_stream()
+            return
+        if path not in MCP_PATHS:
+            self.send_body(404, b"not found", "text/plain")
+            return
+        last = self.headers.get("Last-Event-ID")
+        if last is not None:
+            reply = fault._replay.pop(last, None)
+            if reply is None:
+                self.send_body(404, b"no such stream", "text/plain")
+                return
+            self.start_sse()
+            self.write(sse_event(reply, event_id="e2"))
+            self.end_sse()
+            return
+        if fault.get_stream != "sse":
+            self.send_body(405, b"no GET stream", "text/plain", {"Allow": "POST, DELETE"})
+            return
+        self.start_sse()
+        self._pump(fault._notices)
+
+    def _pump(self, source: queue.Queue[dict[str, Any]]) -> None:
+        """Send what ``source`` yields, with keep-alives, until the server stops or the client goes."""
+        try:
+            while not self.fault._stopping.is_set():
+                try:
+                    message = source.get(timeout=0.05)
+                except queue.Empty:
+                    self.write(b": keepalive\n\n")
+                    continue
+                self.write(sse_event(message))
+        except OSError:
+            pass
+        self.close_connection = True
+
+    def _legacy_sse_stream(self) -> None:
+        fault = self.fault
+        sid = uuid.uuid4().hex
+        source: queue.Queue[dict[str, Any]] = queue.Queue()
+        with fault._lock:
+            fault._sse_queues[sid] = source
+        self.start_sse()
+        try:
+            self.write(sse_event(fault.sse_endpoint or f"/messages?sessionId={sid}", event="endpoint"))
+        except OSError:
+            return
+        self._pump(source)
+
+    def _post_legacy_sse(self, message: Any) -> None:
+        fault = self.fault
+        sid = parse_qs(urlsplit(self.path).query).get("sessionId", [""])[0]
+        with fault._lock:
+            target = fault._sse_queues.get(sid)
+        if target is None:
+            self.send_body(404, b"unknown session", "text/plain")
+            return
+        self.send_body(202, b"Accepted", "text/plain")
+        if isinstance(message, dict) and message.get("method") and "id" in message:
+            target.put(fault.answer(message))
+
+    def do_DELETE(self) -> None:
+        self._seen()
+        sid = self.headers.get("Mcp-Session-Id")
+        with self.fault._lock:
+            self.fault.sessions.pop(sid or "", None)
+        self.send_body(self.fault.delete_status, b"", "text/plain")
+
