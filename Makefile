@@ -42,9 +42,10 @@ lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check --target-version py39 --line-length 130 mcpcall
 	$(VENV)/bin/mypy --strict mcpcall
 
-## bench: calls/s of mcpcall vs the official SDK vs a raw pipe loop
+## bench: calls/s of mcpcall vs the official SDK (stdio, then HTTP) and a 10 MB result over SSE
 bench: $(VENV)/.test
 	$(PY) benchmarks/bench_stdio.py
+	$(PY) benchmarks/bench_http.py
 
 clean:
 	rm -rf $(VENV) $(PEERS) build dist *.egg-info

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
 import socket
 import threading
@@ -150,6 +151,20 @@ def _shutdown_thread_connection(ident: int) -> None:
             sock.shutdown(socket.SHUT_RDWR)
 
 
+_LINGER_SECONDS = 0.05
+
+
+def _linger(response: Any, seconds: float) -> bool:
+    """Give each further read of a stream ``seconds`` (urllib3 resets the timeout on reuse)."""
+    raw = getattr(response, "raw", None)
+    connection = getattr(raw, "connection", None) or getattr(raw, "_connection", None)
+    sock = getattr(connection, "sock", None)
+    if sock is None:
+        return False
+    sock.settimeout(seconds)
+    return True
+
+
 def _chunks(response: Any) -> Iterator[bytes]:
     """The body as it arrives (not waiting to fill a fixed-size buffer)."""
     raw = response.raw
@@ -229,6 +244,20 @@ class _HTTPBase(Transport):
             session.cert = self.cert
         if self.proxies:
             session.proxies.update(self.proxies)
+        # requests re-reads the environment on every request (proxies, no_proxy, netrc, CA
+        # bundle), 100-200 us a call. Every request of a transport goes to one origin, so look
+        # once here and turn the per-request lookups off.
+        from requests.utils import get_environ_proxies, get_netrc_auth
+
+        for key, value in get_environ_proxies(self.url, no_proxy=self.proxies.get("no_proxy")).items():
+            session.proxies.setdefault(key, value)
+        if self.verify is None:
+            bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+            if bundle:
+                session.verify = bundle
+        if self.auth is None:
+            self.auth = get_netrc_auth(self.url)
+        session.trust_env = False
         return session
 
     def _http(self, method: str, url: str, *, headers: dict[str, str], data: bytes | None = None,
@@ -640,7 +669,11 @@ class HTTPTransport(_HTTPBase):
                     and "method" not in message
                 ):
                     answered = True
-                    break
+                    # Servers end the stream right after the answer. Read on to that end, briefly, so
+                    # the connection goes back to the pool: closing a chunked stream before its last
+                    # chunk closes the connection, and the next request would pay for a new one.
+                    if not _linger(response, _LINGER_SECONDS):
+                        break
         except ProtocolError as exc:
             raise ProtocolError(f"server {self.name!r} sent an SSE event over the limit of {self.max_message_bytes} "
                                 "bytes (raise max_message_bytes= if it is legitimate)") from exc
