@@ -87,6 +87,7 @@ def connect(
     connect_timeout: float = 10.0,
     read_timeout: float | None = None,
     max_workers: int = 8,
+    validate_output: bool = True,
 ) -> Client:
     """Start or reach an MCP server and return a connected :class:`Client`.
 
@@ -105,6 +106,9 @@ def connect(
     ``handlers`` (``{"sampling/createMessage": fn, ...}`` for requests the
     server makes), ``probe_timeout`` (how long "auto" waits on a silent
     legacy server), ``log_level`` (ask the server for log messages),
+    ``validate_output`` (check structured tool results against the tool's
+    ``outputSchema`` from ``list_tools()``, default on: a mismatch raises
+    ProtocolError),
     ``max_message_bytes`` (default 64 MiB), ``close_timeout`` (each step of the
     close ladder, default 2 s).
 
@@ -144,5 +148,6 @@ def connect(
         capabilities=capabilities,
         probe_timeout=probe_timeout,
         log_level=log_level,
+        validate_output=validate_output,
     )
     return client.connect()

@@ -31,6 +31,7 @@ from .callbacks import CallbackRunner
 from .dispatcher import CONTINUED, Dispatcher, ProgressCallback, RequestFuture
 from .errors import ConfigError, HTTPError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
 from .headers import InvalidHeaderAnnotation, header_params
+from .schema import output_check
 from .transports.base import Transport
 from .types import CallToolResult, Implementation, Tool, parse_call_result, parse_tool
 
@@ -59,6 +60,7 @@ META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 #: A handler for a request the server makes of the client: params in, result out.
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
+_UNCHECKED = object()
 _MRTR_METHODS = frozenset({"tools/call", "resources/read", "prompts/get"})
 _MAX_ROUNDS = 16
 _CAPABILITY_OF: dict[str, tuple[str, dict[str, Any]]] = {
@@ -101,6 +103,7 @@ class Client:
         capabilities: Mapping[str, Any] | None = None,
         probe_timeout: float = 5.0,
         log_level: str | None = None,
+        validate_output: bool = True,
     ) -> None:
         if protocol not in ("auto", "legacy", "modern") and protocol not in LEGACY_VERSIONS + MODERN_VERSIONS:
             raise ConfigError(
@@ -112,6 +115,10 @@ class Client:
         self.timeout = timeout
         self.protocol = protocol
         self.probe_timeout = probe_timeout
+        #: Check structured tool results against the outputSchema seen in list_tools().
+        self.validate_output = validate_output
+        self._output_schemas: dict[str, Any] = {}
+        self._output_checks: dict[str, Any] = {}
         self.log_level = log_level
         if client_info is None:
             self.client_info = Implementation(name="mcpcall", version=_version)
@@ -535,6 +542,8 @@ class Client:
         break the rules is left out, with a warning, as the spec requires.
         """
         tools = [parse_tool(item) for item in self._paginate("tools/list", "tools", timeout)]
+        self._output_schemas = {tool.name: tool.output_schema for tool in tools if tool.output_schema is not None}
+        self._output_checks.clear()
         registry = getattr(self.transport, "tool_headers", None)
         if registry is None or self.era != "modern":
             return tools
@@ -585,8 +594,25 @@ class Client:
         if meta:
             params["_meta"] = dict(meta)
 
-        call = _Call("tools/call", params, timeout, _to_call_result, on_progress, reset_timeout_on_progress, max_timeout)
+        call = _Call("tools/call", params, timeout, self._call_result, on_progress, reset_timeout_on_progress, max_timeout)
         return self._send(call)
+
+    def _call_result(self, result: dict[str, Any], future: RequestFuture) -> CallToolResult:
+        params = future.context.params if future.context is not None else None
+        name = params.get("name", "") if isinstance(params, dict) else ""
+        parsed = parse_call_result(result, name)
+        if self.validate_output and not parsed.is_error and name in self._output_schemas:
+            check = self._output_checks.get(name, _UNCHECKED)
+            if check is _UNCHECKED:
+                check = output_check(self._output_schemas[name], tool=name, server=self.name)
+                self._output_checks[name] = check
+            if check is not None:
+                if parsed.structured_content is None:
+                    raise ProtocolError(
+                        f"server {self.name!r}: tool {name!r} declares an outputSchema but returned no structured content"
+                    )
+                check(parsed.structured_content)
+        return parsed
 
     def call_tool(
         self,
@@ -753,10 +779,6 @@ def _with_defaults(result: dict[str, Any], schema: Any) -> dict[str, Any]:
     return {**result, "content": content}
 
 
-def _to_call_result(result: dict[str, Any], future: RequestFuture) -> CallToolResult:
-    params = future.context.params if future.context is not None else None
-    name = params.get("name", "") if isinstance(params, dict) else ""
-    return parse_call_result(result, name)
 
 
 def close_all() -> None:
