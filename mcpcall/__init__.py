@@ -5,9 +5,8 @@
     import mcpcall
 
     with mcpcall.connect(["python", "-m", "mcpcall.demo_server"]) as client:
-        for tool in client.list_tools():
-            print(tool.name)
-        print(client.call_tool("echo", {"message": "hi"}).text)
+        names = [tool.name for tool in client.list_tools()]
+        answer = client.call_tool("echo", {"message": "hi"}).text
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Iterator, List, Optional, Set
+from typing import Any, Callable, Iterator, List, Optional, Set
 
 import pytest
 
@@ -125,6 +125,40 @@ def everything_argv(*mode: str) -> List[str]:
         require_peer("@modelcontextprotocol/server-everything (npm) with node")
     assert script is not None and node is not None
     return [node, str(script), *mode]
+
+
+def run_in_threads(client: Any, total: int, threads: int, tool: str, args: Any, expected: Any) -> None:
+    """``total`` futures from ``threads`` threads at once; every answer must match its call."""
+    errors: list[BaseException] = []
+    answers: dict[int, str] = {}
+    barrier = threading.Barrier(threads)
+
+    def worker(k: int) -> None:
+        try:
+            barrier.wait(10)
+            futures = [(i, client.call_tool_future(tool, args(i))) for i in range(k, total, threads)]
+            for i, future in futures:
+                answers[i] = future.result(timeout=30).text
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    pool = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(60)
+    assert not errors, errors[:3]
+    assert answers == {i: expected(i) for i in range(total)}
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
+    """Poll ``predicate`` until it holds (True) or ``timeout`` passes (False)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def pytest_configure(config: pytest.Config) -> None:

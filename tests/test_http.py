@@ -25,6 +25,7 @@ import pytest
 
 import mcpcall
 from mcpcall.transports.http import HTTPTransport, SSETransport
+from tests.conftest import wait_until
 from tests.servers.http_fault_server import HEADER_MISMATCH, META_VERSION, MODERN, FaultServer, Reply, Seen, big_text
 
 NAME = "fault"
@@ -59,15 +60,6 @@ def connect(url: str, **options: Any) -> mcpcall.Client:
     options.setdefault("timeout", 10)
     options.setdefault("protocol", "legacy")
     return mcpcall.connect(url, **options)
-
-
-def wait_until(predicate: Any, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def calls(server: FaultServer, tool: str) -> list[Seen]:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 import pytest
 
 import mcpcall
-from tests.conftest import everything_argv, pid_alive
+from tests.conftest import everything_argv, pid_alive, run_in_threads
 
 SERVER_NAME = "mcp-servers/everything"
 
@@ -156,34 +156,7 @@ def test_reset_timeout_on_progress(client: mcpcall.Client) -> None:
 
 @pytest.mark.timeout(120)
 def test_100_futures_from_8_threads(client: mcpcall.Client) -> None:
-    total, threads_n = 100, 8
-    barrier = threading.Barrier(threads_n)
-    submitted: List[Tuple[str, Any]] = []
-    lock = threading.Lock()
-    errors: List[BaseException] = []
-
-    def worker(index: int) -> None:
-        try:
-            barrier.wait(10)
-            for i in range(index, total, threads_n):
-                message = f"message {i} from thread {index}"
-                future = client.call_tool_future("echo", {"message": message}, timeout=60)
-                with lock:
-                    submitted.append((message, future))
-        except Exception as exc:  # noqa: BLE001  # pragma: no cover - reported below
-            errors.append(exc)
-
-    workers = [threading.Thread(target=worker, args=(n,), name=f"test-worker-{n}") for n in range(threads_n)]
-    for thread in workers:
-        thread.start()
-    for thread in workers:
-        thread.join(60)
-    assert not errors, errors
-    assert len(submitted) == total
-    assert len({message for message, _ in submitted}) == total
-    for message, future in submitted:
-        assert future.result(timeout=60).text == f"Echo: {message}"
-    assert client.dispatcher.in_flight() == 0
+    run_in_threads(client, 100, 8, "echo", lambda i: {"message": f"m{i}"}, lambda i: f"Echo: m{i}")
 
 
 def test_close_leaves_no_process(argv: List[str]) -> None:

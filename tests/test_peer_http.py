@@ -37,7 +37,7 @@ import pytest
 
 import mcpcall
 from mcpcall.transports.http import HTTPTransport, SSETransport
-from tests.conftest import PYTHON, SERVERS, peers_dir, require_peer
+from tests.conftest import PYTHON, SERVERS, peers_dir, require_peer, run_in_threads
 
 LOOPBACK = SERVERS / "loopback.cjs"
 SDK_HTTP_SERVER = SERVERS / "sdk_http_server.py"
@@ -110,30 +110,6 @@ def raw_post(port: int, path: str, message: dict[str, Any], headers: dict[str, s
         return response.status, response.read()
     finally:
         conn.close()
-
-
-def run_in_threads(client: mcpcall.Client, total: int, threads: int, tool: str, args: Any, expected: Any) -> None:
-    """``total`` futures from ``threads`` threads at once; every answer must match its call."""
-    errors: list[BaseException] = []
-    answers: dict[int, str] = {}
-    barrier = threading.Barrier(threads)
-
-    def worker(k: int) -> None:
-        try:
-            barrier.wait(10)
-            futures = [(i, client.call_tool_future(tool, args(i))) for i in range(k, total, threads)]
-            for i, future in futures:
-                answers[i] = future.result(timeout=30).text
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    pool = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join(60)
-    assert not errors, errors[:3]
-    assert answers == {i: expected(i) for i in range(total)}
 
 
 # == @modelcontextprotocol/server-everything ====================================================
@@ -285,7 +261,7 @@ def _protocol(client: mcpcall.Client) -> str:
 def test_sdk_eras(sdk: tuple[Peer, mcpcall.Client]) -> None:
     _, client = sdk
     assert (client.era, client.protocol_version) == EXPECTED[_protocol(client)]
-    assert client.server_info is not None and client.server_info.name == "mcpcall-sdk-http-test-server"
+    assert client.server_info is not None and client.server_info.name == "mcpcall-sdk-test-server"
     session_id = client.transport.session_id  # type: ignore[attr-defined]
     if client.era == "legacy":
         assert session_id

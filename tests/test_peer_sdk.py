@@ -16,14 +16,14 @@ import threading
 import time
 from concurrent.futures import CancelledError
 from pathlib import Path
-from typing import Any, Callable, Iterator, List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 import pytest
 
 pytest.importorskip("mcp", reason="the official MCP SDK (PyPI mcp, Python >= 3.10) is not installed")
 
 import mcpcall
-from tests.conftest import PYTHON, SERVERS, pid_alive
+from tests.conftest import PYTHON, SERVERS, pid_alive, run_in_threads, wait_until
 
 SDK_SERVER = SERVERS / "sdk_server.py"
 SERVER_NAME = "mcpcall-sdk-test-server"
@@ -68,15 +68,6 @@ class StderrLines:
     def count(self, needle: str) -> int:
         with self._cond:
             return sum(needle in line for line in self.lines)
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 @pytest.fixture(params=PROTOCOLS)
@@ -285,33 +276,7 @@ def test_cancel_after_completion_is_false(client: mcpcall.Client) -> None:
 
 @pytest.mark.timeout(120)
 def test_many_threads_many_futures(client: mcpcall.Client) -> None:
-    threads_n, per_thread = 8, 25
-    barrier = threading.Barrier(threads_n)
-    submitted: List[List[Tuple[str, Any]]] = [[] for _ in range(threads_n)]
-    errors: List[BaseException] = []
-
-    def worker(index: int) -> None:
-        try:
-            barrier.wait(10)
-            for i in range(per_thread):
-                message = f"thread {index} call {i}"
-                submitted[index].append((message, client.call_tool_future("echo", {"message": message}, timeout=60)))
-        except Exception as exc:  # noqa: BLE001  # pragma: no cover - reported below
-            errors.append(exc)
-
-    workers = [threading.Thread(target=worker, args=(n,), name=f"test-worker-{n}") for n in range(threads_n)]
-    for thread in workers:
-        thread.start()
-    for thread in workers:
-        thread.join(60)
-    assert not errors, errors
-    pairs = [pair for batch in submitted for pair in batch]
-    assert len(pairs) == threads_n * per_thread
-    assert len({message for message, _ in pairs}) == threads_n * per_thread
-    for message, future in pairs:
-        result = future.result(timeout=60)
-        assert result.text == message
-        assert result.structured_content == {"result": message}
+    run_in_threads(client, 200, 8, "echo", lambda i: {"message": f"call {i}"}, lambda i: f"call {i}")
     assert client.dispatcher.in_flight() == 0
 
 

@@ -1,6 +1,6 @@
 """A server built on the official MCP Python SDK (``mcp`` on PyPI), served over Streamable HTTP.
 
-The peer for tests/test_peer_http.py. One endpoint, ``/mcp``, serves both
+The peer for tests/test_peer_http.py, with the tools of ``sdk_server.py``. One endpoint, ``/mcp``, serves both
 protocol eras: requests whose ``MCP-Protocol-Version`` header names a
 2026-07-28 (modern) version are answered statelessly, one POST per request;
 the others go through the legacy ``initialize`` handshake and an
@@ -14,6 +14,7 @@ Tools:
 
 - ``echo(message)``: the message back, as text;
 - ``add(a, b)``: the sum;
+- ``fail()``: raises a tool error;
 - ``slow(seconds, steps)``: ``steps`` progress notifications spread over
   ``seconds``, then "done"; when cancelled it writes "slow cancelled ..." to
   stderr.
@@ -25,40 +26,12 @@ from __future__ import annotations
 
 import socket
 import sys
+from pathlib import Path
 
-import anyio
 import uvicorn
-from mcp.server.mcpserver import Context, MCPServer
 
-server = MCPServer("mcpcall-sdk-http-test-server", instructions="Test peer for mcpcall over HTTP.")
-
-
-@server.tool()
-def echo(message: str) -> str:
-    """Return the message unchanged."""
-    return message
-
-
-@server.tool()
-def add(a: float, b: float) -> float:
-    """Add two numbers."""
-    return a + b
-
-
-@server.tool()
-async def slow(seconds: float, steps: int, ctx: Context) -> str:
-    """Report progress ``steps`` times over ``seconds`` seconds, then return "done"."""
-    steps = max(1, steps)
-    done = 0
-    try:
-        for step in range(1, steps + 1):
-            await anyio.sleep(seconds / steps)
-            await ctx.report_progress(step, steps, f"step {step} of {steps}")
-            done = step
-    except anyio.get_cancelled_exc_class():
-        print(f"slow cancelled after {done} of {steps} steps", file=sys.stderr, flush=True)
-        raise
-    return "done"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sdk_server import server  # noqa: E402 - the same tools as the stdio peer
 
 
 def main() -> None:
