@@ -36,62 +36,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from common import ARGS, MODES, Worker, add_round_options, interleave, pin_and_announce, serve_async, thread_worker
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER_SCRIPT = os.path.join(HERE, "http_server.py")
 CLIENTS = ("requests", "mcpcall-legacy", "mcpcall-modern", "sdk-legacy", "sdk-modern")
 SERVER_MODES = ("json", "sse")
-MODES = ("seq", "par")
-WARMUP_SECONDS = 0.5
-ARGS = {"message": "x"}
 LEGACY_VERSION = "2025-11-25"
 ACCEPT = "application/json, text/event-stream"
 BIG_VARIANTS = {"1 MiB chunks": 1 << 20, "1 KiB chunks": 1024}
 BIG_CLIENTS = ("mcpcall", "requests", "json.loads", "sseclient")
-
-Measurement = tuple[int, float, float]  # (calls, wall seconds, client CPU seconds)
-
-
-# -- timing loops (shared by the thread-based clients) ------------------------------
-
-
-def run_sequential(call: Callable[[], Any], seconds: float) -> Measurement:
-    """Call ``call`` back to back for ``seconds``."""
-    calls = 0
-    cpu = time.process_time()
-    start = time.perf_counter()
-    end = start + seconds
-    now = start
-    while now < end:
-        call()
-        calls += 1
-        now = time.perf_counter()
-    return calls, now - start, time.process_time() - cpu
-
-
-def run_threads(call: Callable[[], Any], seconds: float, threads: int) -> Measurement:
-    """Call ``call`` in a loop from ``threads`` threads at once for ``seconds``."""
-    counts = [0] * threads
-    gate = threading.Barrier(threads + 1)
-    box = [0.0]
-
-    def loop(slot: int) -> None:
-        gate.wait()
-        end, n = box[0], 0
-        while time.perf_counter() < end:
-            call()
-            n += 1
-        counts[slot] = n
-
-    workers = [threading.Thread(target=loop, args=(i,)) for i in range(threads)]
-    for worker in workers:
-        worker.start()
-    cpu = time.process_time()
-    start = time.perf_counter()
-    box[0] = start + seconds
-    gate.wait()
-    for worker in workers:
-        worker.join()
-    return sum(counts), time.perf_counter() - start, time.process_time() - cpu
 
 
 # -- the requests loop: the least a requests-based client can do ----------------------
@@ -150,43 +104,7 @@ class RequestsClient:
         self.session.close()
 
 
-# -- workers: one client each, driven by the parent over stdin/stdout ---------------
-
-
-def serve(run: Callable[[str, float, int], Measurement], instructions: str) -> None:
-    """Report readiness, then answer ``MODE SECONDS THREADS`` lines with ``CALLS ELAPSED CPU``."""
-    print("ready", instructions, flush=True)
-    for line in sys.stdin:
-        mode, seconds, threads = line.split()
-        calls, elapsed, cpu = run(mode, float(seconds), int(threads))
-        print(calls, elapsed, cpu, flush=True)
-
-
-def thread_worker(kind: str, url: str) -> None:
-    """A worker for the requests loop or mcpcall (both synchronous)."""
-    if kind == "requests":
-        raw = RequestsClient(url)
-        call, close, instructions = raw.call_echo, raw.close, raw.instructions
-    else:
-        import mcpcall
-
-        client = mcpcall.connect(url, protocol=kind.split("-")[1])
-
-        def call() -> str:
-            return client.call_tool("echo", ARGS).text
-
-        close, instructions = client.close, client.instructions or ""
-    assert call() == "x"
-    run_sequential(call, WARMUP_SECONDS)
-    run_threads(call, WARMUP_SECONDS / 2, 8)
-
-    def run(mode: str, seconds: float, threads: int) -> Measurement:
-        return run_sequential(call, seconds) if mode == "seq" else run_threads(call, seconds, threads)
-
-    try:
-        serve(run, instructions)
-    finally:
-        close()
+# -- workers: one client each, driven by the parent over stdin/stdout (see common) ----
 
 
 async def sdk_worker(kind: str, url: str) -> None:
@@ -207,32 +125,7 @@ async def sdk_worker(kind: str, url: str) -> None:
             result = await session.call_tool("echo", ARGS)
             return str(result.content[0].text)  # type: ignore[union-attr]
 
-        async def loop(end: float) -> int:
-            n = 0
-            while time.perf_counter() < end:
-                await call()
-                n += 1
-            return n
-
-        async def run(mode: str, seconds: float, threads: int) -> Measurement:
-            cpu = time.process_time()
-            start = time.perf_counter()
-            tasks = 1 if mode == "seq" else threads
-            counts = await asyncio.gather(*(loop(start + seconds) for _ in range(tasks)))
-            return sum(counts), time.perf_counter() - start, time.process_time() - cpu
-
-        assert await call() == "x"
-        await run("seq", WARMUP_SECONDS, 1)
-        await run("par", WARMUP_SECONDS / 2, 8)
-        print("ready", instructions or "", flush=True)
-        loop_ = asyncio.get_running_loop()
-        while True:
-            line = await loop_.run_in_executor(None, sys.stdin.readline)
-            if not line:
-                break
-            mode, seconds, threads = line.split()
-            calls, elapsed, cpu = await run(mode, float(seconds), int(threads))
-            print(calls, elapsed, cpu, flush=True)
+        await serve_async(call, instructions)
 
 
 # -- the 10 MB result: one process per client, best of REPEATS -------------------------
@@ -344,65 +237,39 @@ class Server:
             self.proc.wait()
 
 
-class Worker:
-    """A calls/s worker process seen from the parent."""
-
-    def __init__(self, kind: str, url: str) -> None:
-        self.kind = kind
-        argv = [sys.executable, os.path.abspath(__file__), "--worker", kind, url]
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
-        self.instructions = self._line().split(" ", 1)[1].strip()  # "ready cpus=0,1"
-
-    def _line(self) -> str:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            raise SystemExit(f"benchmark worker {self.kind!r} died (exit {self.proc.wait()})")
-        return line
-
-    def measure(self, mode: str, seconds: float, threads: int) -> Measurement:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(f"{mode} {seconds} {threads}\n")
-        calls, elapsed, cpu = self._line().split()
-        return int(calls), float(elapsed), float(cpu)
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(30)
-
-
 def measure_calls(opts: argparse.Namespace, kinds: list[str]) -> dict[str, Any]:
     """Part 1: per server mode, per client and mode, the best round (calls/s and CPU per call)."""
-    results: dict[str, Any] = {}
-    for server_mode in SERVER_MODES:
-        server = Server("sdk", *(["--json-response"] if server_mode == "json" else []))
-        best: dict[str, dict[str, dict[str, float | None]]] = {}
-        workers: list[Worker] = []
-        try:
-            workers = [Worker(kind, server.url) for kind in kinds]
-            for n in range(opts.rounds):
-                for worker in workers:
-                    for mode in MODES:
-                        before = server.cpu_seconds()
-                        calls, elapsed, cpu = worker.measure(mode, opts.seconds, opts.threads)
-                        after = server.cpu_seconds()
-                        rate = calls / elapsed
-                        entry = best.setdefault(worker.kind, {}).get(mode)
-                        if entry is None or rate > (entry["calls_per_second"] or 0.0):
-                            server_cpu = None if before is None or after is None else after - before
-                            best[worker.kind][mode] = {
-                                "calls_per_second": rate,
-                                "client_cpu_us": cpu / calls * 1e6,
-                                "server_cpu_us": None if server_cpu is None else server_cpu / calls * 1e6,
-                            }
-                print(f"  server {server_mode}: round {n + 1}/{opts.rounds} done", flush=True)
-        finally:
-            for worker in workers:
-                worker.close()
-            server.close()
-        results[server_mode] = {"server_cpus": server.cpus, "clients": best}
-    return results
+    return {server_mode: measure_server_mode(opts, kinds, server_mode) for server_mode in SERVER_MODES}
+
+
+def measure_server_mode(opts: argparse.Namespace, kinds: list[str], server_mode: str) -> dict[str, Any]:
+    """Part 1 against one server (``json`` or ``sse`` replies): its CPUs, and the best round per client and mode."""
+    server = Server("sdk", *(["--json-response"] if server_mode == "json" else []))
+    best: dict[str, dict[str, dict[str, float | None]]] = {}
+
+    def step(worker: Worker, mode: str) -> None:
+        before = server.cpu_seconds()
+        calls, elapsed, cpu = worker.measure(mode, opts.seconds, opts.threads)
+        after = server.cpu_seconds()
+        rate = calls / elapsed
+        entry = best.setdefault(worker.kind, {}).get(mode)
+        if entry is None or rate > (entry["calls_per_second"] or 0.0):
+            server_cpu = None if before is None or after is None else after - before
+            best[worker.kind][mode] = {
+                "calls_per_second": rate,
+                "client_cpu_us": cpu / calls * 1e6,
+                "server_cpu_us": None if server_cpu is None else server_cpu / calls * 1e6,
+            }
+
+    workers: list[Worker] = []
+    try:
+        workers = [Worker(__file__, kind, server.url) for kind in kinds]
+        interleave(workers, opts.rounds, step, f"server {server_mode}: ")
+    finally:
+        for worker in workers:
+            worker.close()
+        server.close()
+    return {"server_cpus": server.cpus, "clients": best}
 
 
 def measure_big(opts: argparse.Namespace) -> dict[str, Any]:
@@ -498,9 +365,7 @@ def show_big(big: dict[str, Any], opts: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3, help="rounds per client and mode; the best is kept")
-    parser.add_argument("--seconds", type=float, default=1.0, help="length of one round")
-    parser.add_argument("--threads", type=int, default=8, help="callers in the concurrent mode")
+    add_round_options(parser, rounds=3, seconds=1.0)
     parser.add_argument("--pin", action="store_true", help="pin clients and servers to one CPU (--cpu)")
     parser.add_argument("--cpu", type=int, default=0, help="the CPU --pin uses")
     parser.add_argument("--big-size", type=int, default=10_000_000, help="characters in the large result")
@@ -517,19 +382,16 @@ def main(argv: list[str] | None = None) -> int:
         if kind.startswith("sdk-"):
             asyncio.run(sdk_worker(kind, url))
         else:
-            thread_worker(kind, url)
+            thread_worker(kind, url, "requests", RequestsClient)
         return 0
     if opts.big_worker:
         kind, url, repeats = opts.big_worker
         big_worker(kind, url, int(repeats))
         return 0
 
-    if opts.pin:
-        os.sched_setaffinity(0, {opts.cpu})
+    pin_and_announce(opts.cpu if opts.pin else None, opts.rounds, opts.seconds)
     server_stack = "uvicorn " + ("httptools" if importlib.util.find_spec("httptools") else "h11") + ", " + (
         "uvloop" if importlib.util.find_spec("uvloop") else "asyncio")
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, pinned: {opts.cpu if opts.pin else 'no'}, "
-          f"{opts.rounds} rounds x {opts.seconds:g} s, best kept", flush=True)
     report: dict[str, Any] = {
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),

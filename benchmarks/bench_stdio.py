@@ -22,59 +22,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
+
+from common import ARGS, MODES, Worker, add_round_options, interleave, pin_and_announce, serve_async, thread_worker
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER = [sys.executable, os.path.join(HERE, "fast_server.py")]
 CLIENTS = ("raw", "mcpcall-legacy", "mcpcall-modern", "sdk")
-MODES = ("seq", "par")
-WARMUP_SECONDS = 0.5
-ARGS = {"message": "x"}
-
-Measurement = tuple[int, float]  # (calls, seconds)
-
-
-# -- timing loops (shared by the thread-based clients) ------------------------------
-
-
-def run_sequential(call: Callable[[], Any], seconds: float) -> Measurement:
-    """Call ``call`` back to back for ``seconds``."""
-    calls = 0
-    start = time.perf_counter()
-    end = start + seconds
-    now = start
-    while now < end:
-        call()
-        calls += 1
-        now = time.perf_counter()
-    return calls, now - start
-
-
-def run_threads(call: Callable[[], Any], seconds: float, threads: int) -> Measurement:
-    """Call ``call`` in a loop from ``threads`` threads at once for ``seconds``."""
-    counts = [0] * threads
-    gate = threading.Barrier(threads + 1)
-    box = [0.0]
-
-    def loop(slot: int) -> None:
-        gate.wait()
-        end, n = box[0], 0
-        while time.perf_counter() < end:
-            call()
-            n += 1
-        counts[slot] = n
-
-    workers = [threading.Thread(target=loop, args=(i,)) for i in range(threads)]
-    for worker in workers:
-        worker.start()
-    start = time.perf_counter()
-    box[0] = start + seconds
-    gate.wait()
-    for worker in workers:
-        worker.join()
-    return sum(counts), time.perf_counter() - start
 
 
 # -- the raw loop: the least a client can do ------------------------------------------
@@ -126,43 +81,7 @@ class RawClient:
         self.proc.wait(5)
 
 
-# -- workers: one client each, driven by the parent over stdin/stdout ---------------
-
-
-def serve(run: Callable[[str, float, int], Measurement], instructions: str) -> None:
-    """Report readiness, then answer ``MODE SECONDS THREADS`` lines with ``CALLS ELAPSED``."""
-    print("ready", instructions, flush=True)
-    for line in sys.stdin:
-        mode, seconds, threads = line.split()
-        calls, elapsed = run(mode, float(seconds), int(threads))
-        print(calls, elapsed, flush=True)
-
-
-def thread_worker(kind: str) -> None:
-    """A worker for the raw loop or mcpcall (both synchronous)."""
-    if kind == "raw":
-        raw = RawClient(SERVER)
-        call, close, instructions = raw.call_echo, raw.close, raw.instructions
-    else:
-        import mcpcall
-
-        client = mcpcall.connect(SERVER, protocol=kind.split("-")[1])
-
-        def call() -> str:
-            return client.call_tool("echo", ARGS).text
-
-        close, instructions = client.close, client.instructions or ""
-    assert call() == "x"
-    run_sequential(call, WARMUP_SECONDS)
-    run_threads(call, WARMUP_SECONDS / 2, 8)
-
-    def run(mode: str, seconds: float, threads: int) -> Measurement:
-        return run_sequential(call, seconds) if mode == "seq" else run_threads(call, seconds, threads)
-
-    try:
-        serve(run, instructions)
-    finally:
-        close()
+# -- workers: one client each, driven by the parent over stdin/stdout (see common) ----
 
 
 async def sdk_worker() -> None:
@@ -179,63 +98,10 @@ async def sdk_worker() -> None:
             result = await session.call_tool("echo", ARGS)
             return str(result.content[0].text)  # type: ignore[union-attr]
 
-        async def loop(end: float) -> int:
-            n = 0
-            while time.perf_counter() < end:
-                await call()
-                n += 1
-            return n
-
-        async def run(mode: str, seconds: float, threads: int) -> Measurement:
-            start = time.perf_counter()
-            tasks = 1 if mode == "seq" else threads
-            counts = await asyncio.gather(*(loop(start + seconds) for _ in range(tasks)))
-            return sum(counts), time.perf_counter() - start
-
-        assert await call() == "x"
-        await run("seq", WARMUP_SECONDS, 1)
-        await run("par", WARMUP_SECONDS / 2, 8)
-        print("ready", init.instructions or "", flush=True)
-        loop_ = asyncio.get_running_loop()
-        while True:
-            line = await loop_.run_in_executor(None, sys.stdin.readline)
-            if not line:
-                break
-            mode, seconds, threads = line.split()
-            calls, elapsed = await run(mode, float(seconds), int(threads))
-            print(calls, elapsed, flush=True)
+        await serve_async(call, init.instructions)
 
 
 # -- the parent ---------------------------------------------------------------------
-
-
-class Worker:
-    """A worker process seen from the parent."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        argv = [sys.executable, os.path.abspath(__file__), "--worker", kind]
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
-        self.server_cpus = self._line().split(" ", 1)[1].strip()  # "ready cpus=0"
-
-    def _line(self) -> str:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            raise SystemExit(f"benchmark worker {self.kind!r} died (exit {self.proc.wait()})")
-        return line
-
-    def measure(self, mode: str, seconds: float, threads: int) -> float:
-        """Calls per second of one round."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(f"{mode} {seconds} {threads}\n")
-        calls, elapsed = self._line().split()
-        return int(calls) / float(elapsed)
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(30)
 
 
 def import_time(module: str, repeats: int = 5) -> float:
@@ -254,9 +120,7 @@ def import_time(module: str, repeats: int = 5) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=5, help="rounds per client and mode; the best is kept")
-    parser.add_argument("--seconds", type=float, default=2.0, help="length of one round")
-    parser.add_argument("--threads", type=int, default=8, help="callers in the concurrent mode")
+    add_round_options(parser, rounds=5, seconds=2.0)
     parser.add_argument("--cpu", type=int, default=0, help="the CPU to pin clients and servers to")
     parser.add_argument("--no-pin", action="store_true", help="do not pin to one CPU")
     parser.add_argument("--json", metavar="FILE", help="also write the numbers to FILE")
@@ -266,28 +130,25 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(sdk_worker())
         return 0
     if opts.worker:
-        thread_worker(opts.worker)
+        thread_worker(opts.worker, SERVER, "raw", RawClient)
         return 0
 
-    if not opts.no_pin:
-        os.sched_setaffinity(0, {opts.cpu})
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, pinned: "
-          f"{'no' if opts.no_pin else opts.cpu}, {opts.rounds} rounds x {opts.seconds:g} s, best kept", flush=True)
+    pin_and_announce(None if opts.no_pin else opts.cpu, opts.rounds, opts.seconds)
     kinds = [kind for kind in CLIENTS if kind != "sdk" or importlib.util.find_spec("mcp") is not None]
     if "sdk" not in kinds:
         print("the official SDK (PyPI mcp, Python 3.10+) is not installed: measuring without it", flush=True)
-    workers = [Worker(kind) for kind in kinds]
+    workers = [Worker(__file__, kind) for kind in kinds]
     for worker in workers:
         if not opts.no_pin and worker.server_cpus != f"cpus={opts.cpu}":
             print(f"warning: the {worker.kind} server runs on {worker.server_cpus}, not CPU {opts.cpu}", flush=True)
     best: dict[str, dict[str, float]] = {kind: {mode: 0.0 for mode in MODES} for kind in kinds}
+
+    def step(worker: Worker, mode: str) -> None:
+        calls, elapsed, _ = worker.measure(mode, opts.seconds, opts.threads)
+        best[worker.kind][mode] = max(best[worker.kind][mode], calls / elapsed)
+
     try:
-        for n in range(opts.rounds):
-            for worker in workers:
-                for mode in MODES:
-                    rate = worker.measure(mode, opts.seconds, opts.threads)
-                    best[worker.kind][mode] = max(best[worker.kind][mode], rate)
-            print(f"  round {n + 1}/{opts.rounds} done", flush=True)
+        interleave(workers, opts.rounds, step)
     finally:
         for worker in workers:
             worker.close()
