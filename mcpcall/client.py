@@ -246,8 +246,17 @@ class Client:
             if exc.status not in (400, 404, 405) or fallback is None:
                 raise
             log.info("server %r refused Streamable HTTP (%s); trying the HTTP+SSE transport", self.name, exc)
-            self._switch_transport(fallback())
-            self._initialize(LATEST_LEGACY_VERSION)
+            try:
+                self._switch_transport(fallback())
+                self._initialize(LATEST_LEGACY_VERSION)
+            except HTTPError as second:
+                url = getattr(self.transport, "url", "")
+                raise HTTPError(
+                    f"{url} does not look like an MCP endpoint: Streamable HTTP got HTTP {exc.status}, "
+                    f"HTTP+SSE got HTTP {second.status} (check the path, often /mcp or /sse)",
+                    status=second.status,
+                    body=second.body,
+                ) from second
 
     def _switch_transport(self, transport: Transport) -> None:
         self.transport.close()

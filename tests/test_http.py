@@ -577,3 +577,35 @@ def test_close_releases_sockets_while_an_error_is_held(server: FaultServer) -> N
     assert wait_until(lambda: _fd_count() <= before, 3), (
         f"{_fd_count() - before} sockets still open after close() while the error is referenced"
     )
+
+
+def test_a_url_that_is_no_mcp_endpoint_says_so() -> None:
+    """A plain web server: both transports are tried, and the error says what was found."""
+    import http.server
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            body = b"<html>Not here</html>"
+            self.send_response(404)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_DELETE = _answer
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    thread = threading.Thread(target=web.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{web.server_address[1]}/wrong"
+        with pytest.raises(mcpcall.HTTPError, match="does not look like an MCP endpoint") as info:
+            mcpcall.connect(url, timeout=5)
+        assert url in str(info.value) and info.value.status == 404
+    finally:
+        web.shutdown()
+        web.server_close()
+        thread.join(5)
