@@ -376,7 +376,7 @@ class Client:
     def _new_session(self) -> None:
         """The server dropped our (legacy HTTP) session: initialize again, once, for everyone."""
         with self._session_lock:
-            if getattr(self.transport, "session_lost", False) and self.protocol_version is not None:
+            if self.transport.session_lost and self.protocol_version is not None:
                 log.info("server %r: starting a new session", self.name)
                 self._initialize(self.protocol_version)
 
@@ -427,7 +427,7 @@ class Client:
             from .errors import ConnectionClosed
 
             raise ConnectionClosed(f"client for server {self.name!r} is closed")
-        if getattr(self.transport, "session_lost", False):
+        if self.transport.session_lost:
             self._new_session()
         if call.timeout is None:
             call.timeout = self.timeout

@@ -41,6 +41,8 @@ class Transport:
     name: str = "server"
     #: Identifies the server for remembering its protocol era (argv or origin); None: do not remember.
     era_cache_key: Any = None
+    #: True once the server forgot our session (legacy HTTP); the client then starts a new one.
+    session_lost: bool = False
 
     def start(self, receiver: Receiver) -> None:
         """Open the connection and begin delivering incoming messages to ``receiver``."""
