@@ -60,7 +60,6 @@ META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 #: A handler for a request the server makes of the client: params in, result out.
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
-_UNCHECKED = object()
 _MRTR_METHODS = frozenset({"tools/call", "resources/read", "prompts/get"})
 _MAX_ROUNDS = 16
 _CAPABILITY_OF: dict[str, tuple[str, dict[str, Any]]] = {
@@ -552,7 +551,13 @@ class Client:
         """
         tools = [parse_tool(item) for item in self._paginate("tools/list", "tools", timeout)]
         self._output_schemas = {tool.name: tool.output_schema for tool in tools if tool.output_schema is not None}
-        self._output_checks.clear()
+        # Compiled here, on the caller's thread: results are checked on the reader thread,
+        # which must not spend its time importing jsonschema or compiling schemas.
+        self._output_checks = {
+            name: output_check(schema, tool=name, server=self.name)
+            for name, schema in self._output_schemas.items()
+            if self.validate_output
+        }
         registry = getattr(self.transport, "tool_headers", None)
         if registry is None or self.era != "modern":
             return tools
@@ -610,11 +615,8 @@ class Client:
         params = future.context.params if future.context is not None else None
         name = params.get("name", "") if isinstance(params, dict) else ""
         parsed = parse_call_result(result, name)
-        if self.validate_output and not parsed.is_error and name in self._output_schemas:
-            check = self._output_checks.get(name, _UNCHECKED)
-            if check is _UNCHECKED:
-                check = output_check(self._output_schemas[name], tool=name, server=self.name)
-                self._output_checks[name] = check
+        if self.validate_output and not parsed.is_error and name in self._output_checks:
+            check = self._output_checks[name]
             if check is not None:
                 if parsed.structured_content is None:
                     raise ProtocolError(
