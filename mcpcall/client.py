@@ -23,8 +23,6 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
 from typing import Any, Callable
 
-from typing_extensions import Self
-
 from . import jsonrpc
 from ._version import __version__ as _version
 from .callbacks import CallbackRunner
@@ -165,7 +163,7 @@ class Client:
             raise
         return self
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> Client:  # noqa: PYI034 - no typing_extensions dependency for Self on 3.9/3.10
         return self
 
     def __exit__(self, *exc: object) -> None:
