@@ -32,7 +32,7 @@ from .eras import (
     MODERN_VERSIONS,
     EraNegotiation,
 )
-from .errors import ConfigError, ProtocolError, RPCError, UnsupportedVersion
+from .errors import ConfigError, ConnectionClosed, ProtocolError, RPCError, UnsupportedVersion
 from .headers import InvalidHeaderAnnotation, header_params
 from .schema import output_check
 from .transports.base import Transport
@@ -167,8 +167,6 @@ class Client(EraNegotiation):
             if self._closed:
                 return
             self._closed = True
-        from .errors import ConnectionClosed
-
         self.dispatcher.fail_all(ConnectionClosed(f"client for server {self.name!r} was closed"))
         try:
             self.transport.close()
@@ -229,8 +227,6 @@ class Client(EraNegotiation):
 
     def _send(self, call: _Call) -> RequestFuture:
         if self._closed:
-            from .errors import ConnectionClosed
-
             raise ConnectionClosed(f"client for server {self.name!r} is closed")
         if self.transport.session_lost:
             self._new_session()

@@ -230,8 +230,11 @@ class Dispatcher:
             return self._pending.pop(rid, None)
 
     def _arm(self, due: float) -> None:
+        superseded = self._armed
         self._armed_at = due
         self._armed = get_scheduler().schedule(max(due - monotonic(), 0.0), self._sweep)
+        if superseded is not None:
+            superseded.cancel()  # an earlier due time replaces it (a no-op once it has fired)
 
     def _sweep(self) -> None:
         """On the scheduler thread: expire what is overdue, re-arm for the next."""
@@ -404,22 +407,19 @@ class Dispatcher:
 
     def _on_request(self, message: dict[str, Any]) -> None:
         if message["method"] == "ping":
-            self._reply(jsonrpc.result_response(message["id"], {}))
+            self.reply(jsonrpc.result_response(message["id"], {}))
             return
         if self.on_request is not None:
             self.on_request(message)
             return
-        self._reply(jsonrpc.error_response(message["id"], jsonrpc.METHOD_NOT_FOUND, f"method not found: {message['method']}"))
+        self.reply(jsonrpc.error_response(message["id"], jsonrpc.METHOD_NOT_FOUND, f"method not found: {message['method']}"))
 
-    def _reply(self, message: dict[str, Any]) -> None:
+    def reply(self, message: dict[str, Any]) -> None:
+        """Send a response to a server request (errors are logged, not raised)."""
         try:
             self.transport.send(message)
         except MCPError as exc:
             log.debug("server %r: could not answer its request: %s", self.name, exc)
-
-    def reply(self, message: dict[str, Any]) -> None:
-        """Send a response to a server request (errors are logged, not raised)."""
-        self._reply(message)
 
     def on_bad_message(self, error: BaseException, request_id: RequestId | None) -> None:
         """Fail the request a broken message answered, or everything in flight if unknown."""
@@ -431,7 +431,7 @@ class Dispatcher:
                 log.debug("server %r: %s (request %r already finished)", self.name, error, request_id)
             return
         log.error("server %r: %s", self.name, error)
-        if request_id is None and isinstance(error, ProtocolError):
+        if isinstance(error, ProtocolError):
             self.fail_pending(error)
 
     def on_close(self, error: BaseException) -> None:

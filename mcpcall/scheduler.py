@@ -89,7 +89,6 @@ class Scheduler:
         thread.start()
 
     def _run(self) -> None:
-        heap = self._heap
         cond = self._cond
         while True:
             with cond:
