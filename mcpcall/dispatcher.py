@@ -1,28 +1,33 @@
-"""JSON-RPC requests in flight: ids, the pending map, timeouts, cancellation, routing.
+"""JSON-RPC requests in flight: ids, the pending map, deadlines, cancellation, routing.
 
 The dispatcher knows JSON-RPC, not MCP (apart from the progress and cancel
 notifications every request may see). Each request gets a :class:`RequestFuture`
 in a lock-guarded ``{id: entry}`` map. Whoever pops an entry first — the
-response, the timeout, ``cancel()``, or the connection closing — completes the
+response, the deadline, ``cancel()``, or the connection closing — completes the
 Future; the others find nothing and do nothing. Futures are completed outside
 the lock.
+
+Threads: responses arrive on a transport's reader thread, deadlines fire on
+the process-wide scheduler thread. Neither runs user code: a RequestFuture's
+done-callbacks are handed to the client's callbacks thread, and so are
+progress callbacks and (through the client) everything a server sends.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import math
-import os
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from time import monotonic
 from typing import Any, Callable, Optional
 
-from . import jsonrpc
 from .callbacks import CallbackRunner
-from .errors import ConnectionClosed, ForkedClient, MCPError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
-from .jsonrpc import RequestId
+from .errors import ConnectionClosed, InvalidRequest, MCPError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
+from .forking import Owned
+from .jsonrpc import METHOD_NOT_FOUND, UNSUPPORTED_PROTOCOL_VERSION, RequestId, error_response, notification, result_response
 from .scheduler import Deadline, get_scheduler
 from .transports.base import Transport
 
@@ -36,7 +41,7 @@ Transform = Callable[[dict[str, Any], "RequestFuture"], Any]
 #: ``on_error(exc, future)``: CONTINUED to take over (a retry), else None.
 ErrorHook = Callable[[BaseException, "RequestFuture"], Any]
 
-#: Returned by a transform that has taken over completing the Future itself.
+#: Returned by a transform or error hook that has taken over completing the Future itself.
 CONTINUED = object()
 
 
@@ -44,16 +49,49 @@ class RequestFuture(Future):  # type: ignore[type-arg]
     """A Future for one request; ``cancel()`` also tells the server to stop.
 
     ``request_id`` is the JSON-RPC id currently carrying the request (a
-    multi-round-trip request moves to a new id on each retry).
+    multi-round-trip request moves to a new id on each round). Callbacks added
+    with :meth:`add_done_callback` run on the client's callbacks thread (or at
+    once, on the caller's thread, when the Future is already done), never on
+    an mcpcall reader, worker or scheduler thread.
     """
 
-    def __init__(self, method: str, context: Any = None) -> None:
+    def __init__(self, method: str, context: Any = None, runner: CallbackRunner | None = None) -> None:
         super().__init__()
         self.method = method
         #: Whatever the sender keeps with the request (the client: what a retry needs).
         self.context = context
         self.request_id: RequestId | None = None
         self._dispatcher: Dispatcher | None = None
+        self._runner = runner
+
+    def add_done_callback(self, fn: Callable[[Future[Any]], object]) -> None:
+        """Call ``fn(future)`` when done: on the client's callbacks thread, or now if already done."""
+        runner = self._runner
+        if runner is None or self.done():
+            super().add_done_callback(fn)
+            return
+
+        def handoff(future: Future[Any]) -> None:
+            if not runner.submit(fn, future):
+                log.debug("client closed; done-callback %r not run", fn)
+
+        super().add_done_callback(handoff)
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The result; waiting on the callbacks thread keeps that thread's queue running."""
+        runner = self._runner
+        if runner is not None and not self.done() and runner.in_callback_thread():
+            runner.wait_for(self, timeout)
+            timeout = 0
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The exception, as :meth:`result` waits."""
+        runner = self._runner
+        if runner is not None and not self.done() and runner.in_callback_thread():
+            runner.wait_for(self, timeout)
+            timeout = 0
+        return super().exception(timeout)
 
     def cancel(self) -> bool:
         """Cancel the request: the Future ends cancelled and the server is told to stop.
@@ -61,16 +99,33 @@ class RequestFuture(Future):  # type: ignore[type-arg]
         Returns False when the answer is already in hand (or being delivered).
         """
         dispatcher = self._dispatcher
-        if dispatcher is None or self.request_id is None:
-            return super().cancel()
-        entry = dispatcher._pop(self.request_id)
-        if entry is None:
-            return self.done() and self.cancelled()
-        cancelled = super().cancel()
-        if cancelled:
-            self.set_running_or_notify_cancel()
-        dispatcher._transport_cancel(entry, "cancelled by the caller")
+        entry = dispatcher._pop(self.request_id) if dispatcher is not None and self.request_id is not None else None
+        if self.done():
+            cancelled = self.cancelled()
+        else:
+            cancelled = super().cancel()
+            if cancelled:
+                with contextlib.suppress(RuntimeError):  # another thread cancelled it at the same moment
+                    self.set_running_or_notify_cancel()  # wakes concurrent.futures.wait() and as_completed()
+        if entry is not None and dispatcher is not None:
+            dispatcher._transport_cancel(entry, "cancelled by the caller")
         return cancelled
+
+    def settle(self, result: Any) -> bool:
+        """Set the result unless the Future is already done (a lost race); True if set."""
+        try:
+            self.set_result(result)
+        except InvalidStateError:
+            return False
+        return True
+
+    def fail(self, exc: BaseException) -> bool:
+        """Set the exception unless the Future is already done; True if set."""
+        try:
+            self.set_exception(exc)
+        except InvalidStateError:
+            return False
+        return True
 
 
 class _Entry:
@@ -97,7 +152,7 @@ class _Entry:
         self.future = future
         self.transform: Transform | None = None
         self.on_error: ErrorHook | None = None
-        self.timeout: float | None = None
+        self.timeout: float | None = None  # what the caller asked for (shown in the error)
         self.due = math.inf  # monotonic time when it times out
         self.max_due = math.inf  # the cap on ``due`` when progress resets it
         self.on_progress: ProgressCallback | None = None
@@ -129,11 +184,11 @@ class Dispatcher:
         self.callbacks = callbacks
         self.on_request = on_request
         self.on_notification = on_notification
+        self.owner = Owned()
         self._pending: dict[RequestId, _Entry] = {}
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._closed: BaseException | None = None
-        self._pid = os.getpid()
         # Deadlines: each entry has a ``due`` time, and one scheduler callback is armed
         # for the earliest; when it fires it expires what is overdue and re-arms.
         # That is one float per request instead of a heap entry per request.
@@ -148,6 +203,7 @@ class Dispatcher:
         params: dict[str, Any] | None = None,
         timeout: float | None = None,
         *,
+        deadline: float | None = None,
         transform: Transform | None = None,
         on_error: ErrorHook | None = None,
         on_progress: ProgressCallback | None = None,
@@ -158,21 +214,21 @@ class Dispatcher:
     ) -> RequestFuture:
         """Send a request; the returned Future completes with the (transformed) result.
 
-        ``timeout`` is in seconds (``None`` or ``inf``: no deadline). With
-        ``on_progress``, a progress token equal to the request id is added to
-        ``params._meta`` and progress notifications for it are passed on. With
-        ``reset_timeout_on_progress`` each notification restarts the timeout,
-        but never past ``max_timeout`` from the start. ``future`` continues an
-        existing Future (a retry) under a new id.
+        ``timeout`` is in seconds (``None`` or ``inf``: no deadline); ``deadline``
+        (a ``time.monotonic()`` value) overrides when it ends, ``timeout`` then
+        only names it in the error (a request that continues an earlier one).
+        With ``on_progress``, a progress token equal to the request id is added
+        to ``params._meta`` and progress notifications for it are passed on.
+        With ``reset_timeout_on_progress`` each notification restarts the
+        timeout, but never past ``max_timeout`` from the start. ``future``
+        continues an existing Future (a retry) under a new id.
         """
-        if os.getpid() != self._pid:
-            raise ForkedClient(
-                f"this client for {self.name!r} was created in process {self._pid}; "
-                "create a new client after os.fork()"
-            )
+        self.owner.check(self.name)
+        if timeout is not None and timeout != math.inf and timeout <= 0:
+            raise ValueError(f"timeout must be positive seconds, not {timeout!r}")
         rid = next(self._ids)
         if future is None:
-            future = RequestFuture(method)
+            future = RequestFuture(method, runner=self.callbacks)
         entry = _Entry(rid, method, future)
         entry.transform = transform
         entry.on_error = on_error
@@ -183,80 +239,91 @@ class Dispatcher:
             meta["progressToken"] = rid
             params["_meta"] = meta
             entry.on_progress = on_progress
-            # Complete through the callbacks thread, after the progress callbacks queued
-            # before the answer; unless we are on that thread (it would wait on itself).
+            # Complete through the callbacks thread, after the progress callbacks queued before the
+            # answer (from that thread itself, a plain wait would not run the queue).
             entry.ordered = not self.callbacks.in_callback_thread()
         if timeout is not None and timeout != math.inf:
-            if timeout <= 0:
-                raise ValueError(f"timeout must be positive seconds, not {timeout!r}")
             now = monotonic()
             entry.timeout = timeout
-            entry.due = now + timeout
+            entry.due = deadline if deadline is not None else now + timeout
             if reset_timeout_on_progress:
                 entry.reset_on_progress = True
                 if max_timeout is not None:
                     entry.max_due = now + max_timeout
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            message["params"] = params
         future.request_id = rid
         future._dispatcher = self
         with self._lock:
             closed = self._closed
             if closed is None:
                 self._pending[rid] = entry
+                if entry.due < self._armed_at:
+                    self._arm_locked(entry.due)
         if closed is not None:
-            future.set_exception(closed)
+            future.fail(closed)
             return future
-        if entry.due < self._armed_at:
-            self._arm(entry.due)
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
-        if params is not None:
-            message["params"] = params
+        if future.done():  # a continued request cancelled or timed out meanwhile
+            self._pop(rid)
+            return future
         try:
             self.transport.send(message)
-        except Exception as exc:  # noqa: BLE001 - the caller sees it through the Future
+        except BaseException as exc:  # noqa: BLE001 - the caller sees it through the Future
             if self._pop(rid) is not None:
-                future.set_exception(exc)
+                future.fail(self._send_error(exc, method))
         return future
+
+    def _send_error(self, exc: BaseException, method: str) -> BaseException:
+        """What a failed send means to the caller: a message that cannot be encoded is InvalidRequest."""
+        if isinstance(exc, (TypeError, ValueError, RecursionError)) and not isinstance(exc, MCPError):
+            error = InvalidRequest(f"{method} to server {self.name!r} cannot be sent: {exc}")
+            error.__cause__ = exc
+            return error
+        return exc
 
     def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send a notification (no answer)."""
-        if os.getpid() != self._pid:
-            raise ForkedClient(f"this client for {self.name!r} was created in another process")
-        self.transport.send(jsonrpc.notification(method, params))
+        self.owner.check(self.name)
+        self.transport.send(notification(method, params))
 
-    # -- completing --------------------------------------------------------------
+    # -- deadlines (the scheduler thread decides; it never waits or runs user code) --
 
     def _pop(self, rid: RequestId) -> _Entry | None:
         with self._lock:
             return self._pending.pop(rid, None)
 
-    def _arm(self, due: float) -> None:
+    def _arm_locked(self, due: float) -> None:
+        """Arm the sweep for ``due`` (earlier than the armed one); under ``_lock``."""
         superseded = self._armed
         self._armed_at = due
         self._armed = get_scheduler().schedule(max(due - monotonic(), 0.0), self._sweep)
         if superseded is not None:
-            superseded.cancel()  # an earlier due time replaces it (a no-op once it has fired)
+            superseded.cancel()  # a no-op once it has fired
 
     def _sweep(self) -> None:
         """On the scheduler thread: expire what is overdue, re-arm for the next."""
-        self._armed_at = math.inf
         now = monotonic()
+        expired = []
         with self._lock:
-            entries = list(self._pending.values())
-        earliest = math.inf
-        for entry in entries:
-            if entry.due <= now:
-                self._expire(entry.request_id)
-            elif entry.due < earliest:
-                earliest = entry.due
-        if earliest < self._armed_at:
-            self._arm(earliest)
+            self._armed_at = math.inf
+            self._armed = None
+            earliest = math.inf
+            pending = self._pending
+            for rid, entry in list(pending.items()):
+                if entry.due <= now:
+                    del pending[rid]
+                    expired.append(entry)
+                elif entry.due < earliest:
+                    earliest = entry.due
+            if earliest < math.inf and self._closed is None:
+                self._arm_locked(earliest)
+        for entry in expired:
+            self._expire(entry)
 
-    def _expire(self, rid: RequestId) -> None:
-        entry = self._pop(rid)
-        if entry is None:
-            return
+    def _expire(self, entry: _Entry) -> None:
         timeout = entry.timeout or 0.0
-        entry.future.set_exception(
+        entry.future.fail(
             RequestTimeout(
                 f"server {self.name!r} did not answer {entry.method} within {timeout:g} s "
                 "(the request was cancelled; raise timeout= if the operation is slow)",
@@ -264,12 +331,15 @@ class Dispatcher:
                 timeout=timeout,
             )
         )
-        if entry.cancel_on_timeout:
-            self._transport_cancel(entry, f"timed out after {timeout:g} s")
+        self._transport_cancel(entry, f"timed out after {timeout:g} s")
 
     def _transport_cancel(self, entry: _Entry, reason: str) -> None:
+        # Transport.cancel never blocks: it queues a notice or shuts a socket (it runs on the scheduler).
         if entry.cancel_on_timeout and self._closed is None:
-            self.transport.cancel(entry.request_id, reason)
+            try:
+                self.transport.cancel(entry.request_id, reason)
+            except Exception:  # a cancel that cannot be sent changes nothing for the caller
+                log.debug("server %r: cancel of %r failed", self.name, entry.request_id, exc_info=True)
 
     def in_flight(self) -> int:
         """How many requests await an answer."""
@@ -283,12 +353,12 @@ class Dispatcher:
                 self._closed = exc
             entries = list(self._pending.values())
             self._pending.clear()
-        armed = self._armed
+            armed, self._armed = self._armed, None
+            self._armed_at = -math.inf  # never arm again
         if armed is not None:
             armed.cancel()  # do not keep a closed client reachable from the scheduler
         for entry in entries:
-            if not entry.future.done():
-                entry.future.set_exception(exc)
+            entry.future.fail(exc)
 
     def fail_pending(self, exc: BaseException) -> None:
         """Fail what is in flight now, but keep accepting requests."""
@@ -296,63 +366,88 @@ class Dispatcher:
             entries = list(self._pending.values())
             self._pending.clear()
         for entry in entries:
-            entry.future.set_exception(exc)
+            entry.future.fail(exc)
 
     # -- receiving (reader threads) ----------------------------------------------
 
     def on_message(self, message: dict[str, Any]) -> None:
         """Route one decoded message from the transport."""
-        if "method" not in message and message.get("jsonrpc") == "2.0":
-            if "result" in message:
-                result = message["result"]
-                rid = message.get("id")
-                if isinstance(result, dict) and (rid.__class__ is int or rid.__class__ is str):
+        if "method" not in message:
+            rid = message.get("id")
+            if message.get("jsonrpc") == "2.0" and (rid.__class__ is int or rid.__class__ is str):
+                result = message.get("result")
+                if result.__class__ is dict and "error" not in message:
                     entry = self._pop(rid)
                     if entry is None:
                         log.debug("server %r: dropped a response to unknown or finished request %r", self.name, rid)
-                        return
-                    self._complete(entry, result)
+                    else:
+                        self._complete(entry, result)
                     return
-            elif "error" in message and jsonrpc.classify(message) == jsonrpc.RESPONSE:
-                self._on_error_response(message)
+                error = message.get("error")
+                if "result" not in message and isinstance(error, dict) and _is_code(error.get("code")):
+                    self._on_error_response(rid, error)
+                    return
+                self._malformed(rid, message)
                 return
-        kind = jsonrpc.classify(message)
-        if kind == jsonrpc.NOTIFICATION:
-            self._on_notification(message)
-        elif kind == jsonrpc.REQUEST:
-            self._on_request(message)
+            error = message.get("error")
+            if rid is None and isinstance(error, dict):
+                log.debug("server %r sent an error without a request id: %.300r", self.name, error)
+                return
+            log.debug("server %r sent a message that is not JSON-RPC 2.0; ignored: %.200r", self.name, message)
+            return
+        method = message["method"]
+        if not isinstance(method, str) or message.get("jsonrpc") != "2.0":
+            log.debug("server %r sent a message that is not JSON-RPC 2.0; ignored: %.200r", self.name, message)
+            return
+        if "id" not in message:
+            self._on_notification(method, message)
+            return
+        rid = message["id"]
+        if rid.__class__ is int or rid.__class__ is str:
+            self._on_request(method, message)
         else:
-            log.warning("server %r sent a message that is not JSON-RPC 2.0; ignored: %.200r", self.name, message)
+            log.debug("server %r sent a request with a bad id; ignored: %.200r", self.name, message)
+
+    def _malformed(self, rid: RequestId, message: dict[str, Any]) -> None:
+        """A response to ``rid`` that breaks JSON-RPC: that request fails now, not at its timeout."""
+        entry = self._pop(rid)
+        if entry is None:
+            log.debug("server %r: malformed response for unknown request %r: %.200r", self.name, rid, message)
+            return
+        if "result" in message and "error" in message:
+            why = "both a result and an error"
+        elif "result" in message:
+            why = f"a result that is {type(message['result']).__name__}, not an object"
+        elif "error" in message:
+            why = "an error that is not an object with an integer code"
+        else:
+            why = "neither a result nor an error"
+        entry.future.fail(ProtocolError(f"server {self.name!r} answered {entry.method} with {why}: {str(message)[:200]}"))
 
     def _complete(self, entry: _Entry, result: dict[str, Any]) -> None:
         if entry.ordered:
             entry.ordered = False
-            self.callbacks.submit(self._complete, entry, result)
-            return
+            if self.callbacks.submit(self._complete, entry, result):
+                return
         transform = entry.transform
         if transform is None:
-            entry.future.set_result(result)
+            entry.future.settle(result)
             return
         try:
             value = transform(result, entry.future)
         except Exception as exc:  # noqa: BLE001 - a bad result fails its own request only
-            entry.future.set_exception(exc)
+            entry.future.fail(exc)
             return
         if value is not CONTINUED:
-            entry.future.set_result(value)
+            entry.future.settle(value)
 
-    def _on_error_response(self, message: dict[str, Any]) -> None:
-        rid = message.get("id")
-        error = message["error"]
-        if rid is None:
-            log.warning("server %r sent an error without a request id: %.300r", self.name, error)
-            return
+    def _on_error_response(self, rid: RequestId, error: dict[str, Any]) -> None:
         entry = self._pop(rid)
         if entry is None:
             log.debug("server %r: dropped an error for unknown or finished request %r", self.name, rid)
             return
-        code = error.get("code")
-        cls = UnsupportedVersion if code == jsonrpc.UNSUPPORTED_PROTOCOL_VERSION else RPCError
+        code = error["code"]
+        cls = UnsupportedVersion if code == UNSUPPORTED_PROTOCOL_VERSION else RPCError
         msg = error.get("message")
         exc: BaseException = cls(
             code, msg if isinstance(msg, str) else repr(msg), error.get("data"), server=self.name, method=entry.method
@@ -363,10 +458,9 @@ class Dispatcher:
                     return
             except Exception as hook_exc:  # noqa: BLE001 - the hook's failure is the request's
                 exc = hook_exc
-        entry.future.set_exception(exc)
+        entry.future.fail(exc)
 
-    def _on_notification(self, message: dict[str, Any]) -> None:
-        method = message["method"]
+    def _on_notification(self, method: str, message: dict[str, Any]) -> None:
         if method == "notifications/progress":
             self._on_progress(message.get("params"))
             return
@@ -380,15 +474,16 @@ class Dispatcher:
         if not isinstance(params, dict):
             return
         token = params.get("progressToken")
-        if not isinstance(token, (int, str)) or isinstance(token, bool):
+        if token.__class__ is not int and token.__class__ is not str:
             return
         with self._lock:
             entry = self._pending.get(token)
+            if entry is not None and entry.reset_on_progress and entry.timeout is not None:
+                # Only ever later: the armed sweep finds it not yet due and re-arms for it.
+                entry.due = max(entry.due, min(monotonic() + entry.timeout, entry.max_due))
         if entry is None or entry.on_progress is None:
             log.debug("server %r: progress for unknown token %r", self.name, token)
             return
-        if entry.reset_on_progress and entry.timeout is not None:
-            self._restart_deadline(entry)
         progress = params.get("progress")
         total = params.get("total")
         note = params.get("message")
@@ -399,20 +494,14 @@ class Dispatcher:
             note if isinstance(note, str) else None,
         )
 
-    def _restart_deadline(self, entry: _Entry) -> None:
-        assert entry.timeout is not None
-        entry.due = min(monotonic() + entry.timeout, entry.max_due)
-        if entry.due < self._armed_at:
-            self._arm(entry.due)
-
-    def _on_request(self, message: dict[str, Any]) -> None:
-        if message["method"] == "ping":
-            self.reply(jsonrpc.result_response(message["id"], {}))
+    def _on_request(self, method: str, message: dict[str, Any]) -> None:
+        if method == "ping":
+            self.reply(result_response(message["id"], {}))
             return
         if self.on_request is not None:
             self.on_request(message)
             return
-        self.reply(jsonrpc.error_response(message["id"], jsonrpc.METHOD_NOT_FOUND, f"method not found: {message['method']}"))
+        self.reply(error_response(message["id"], METHOD_NOT_FOUND, f"method not found: {method}"))
 
     def reply(self, message: dict[str, Any]) -> None:
         """Send a response to a server request (errors are logged, not raised)."""
@@ -426,16 +515,24 @@ class Dispatcher:
         if request_id is not None:
             entry = self._pop(request_id)
             if entry is not None:
-                entry.future.set_exception(error)
+                entry.future.fail(error)
             else:
                 log.debug("server %r: %s (request %r already finished)", self.name, error, request_id)
             return
-        log.error("server %r: %s", self.name, error)
+        log.debug("server %r: %s", self.name, error)
         if isinstance(error, ProtocolError):
             self.fail_pending(error)
+
+    def on_warning(self, text: str) -> None:
+        """Log ``text`` as a warning from the callbacks thread (logging handlers are user code)."""
+        self.callbacks.submit(log.warning, "%s", text)
 
     def on_close(self, error: BaseException) -> None:
         """The transport is gone: fail everything, now and later."""
         if not isinstance(error, ConnectionClosed):
             error = ConnectionClosed(f"connection to server {self.name!r} closed: {error}")
         self.fail_all(error)
+
+
+def _is_code(value: Any) -> bool:
+    return value.__class__ is int

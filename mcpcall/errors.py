@@ -6,6 +6,7 @@ working::
 
     MCPError
     ├── ConfigError            (also ValueError)   a bad server spec or option
+    ├── InvalidRequest         (also TypeError, ValueError) a request that cannot be sent as given
     ├── RequestTimeout         (also TimeoutError) no answer within the timeout
     ├── RPCError                                   the server answered with a JSON-RPC error
     │   └── UnsupportedVersion                     -32022: the server wants another version
@@ -30,6 +31,7 @@ __all__ = [
     "ConnectionClosed",
     "ForkedClient",
     "HTTPError",
+    "InvalidRequest",
     "MCPError",
     "ProtocolError",
     "RPCError",
@@ -46,6 +48,13 @@ class MCPError(Exception):
 
 class ConfigError(MCPError, ValueError):
     """The server spec or an option is wrong; nothing was started."""
+
+
+class InvalidRequest(MCPError, TypeError, ValueError):
+    """A request cannot be sent as given: arguments that are not JSON, a value no header can carry.
+
+    Nothing was sent; the cause (from ``json`` or the header rules) is ``__cause__``.
+    """
 
 
 class RequestTimeout(MCPError, TimeoutError):
@@ -119,7 +128,8 @@ class ConnectionClosed(MCPError, ConnectionError):
 class ForkedClient(MCPError):
     """A client (and its pipes and threads) was created before ``os.fork()``.
 
-    Create a new client in the child process instead.
+    Its server and session belong to the parent process; connect a new client
+    in the child instead.
     """
 
 

@@ -1,10 +1,13 @@
 """One thread that fires every deadline in the process.
 
-A request timeout is an entry in a heap, not a thread: :func:`schedule` pushes
-``(when, callback)`` and returns a :class:`Deadline` that can be cancelled. The
-thread ``mcpcall-scheduler`` sleeps until the earliest entry is due and runs its
-callback. Callbacks are mcpcall's own short functions (fail a Future, queue a
-cancel notice); user code never runs here.
+A request timeout is an entry in a heap, not a thread: :meth:`Scheduler.schedule`
+pushes ``(when, callback)`` and returns a :class:`Deadline` that can be
+cancelled. The thread ``mcpcall-scheduler`` sleeps until the earliest entry is
+due and runs its callback. It serves every client in the process, so nothing on
+it may wait: callbacks are mcpcall's own short functions that decide (fail a
+Future, queue a cancel notice, shut a socket) and hand any other work off.
+User code never runs here: a Future's done-callbacks go to its client's
+callbacks thread.
 
 Cancelled entries stay in the heap until they surface or until they outnumber
 the live ones, when the heap is rebuilt; so a million short requests with long
@@ -21,7 +24,7 @@ import threading
 import time
 from typing import Callable
 
-__all__ = ["Deadline", "Scheduler", "schedule"]
+__all__ = ["Deadline", "Scheduler", "get_scheduler"]
 
 log = logging.getLogger("mcpcall.scheduler")
 
@@ -113,16 +116,11 @@ class Scheduler:
                     heap = self._heap
             try:
                 callback()
-            except Exception:  # pragma: no cover - our callbacks do not raise
+            except BaseException:  # the one thread every client's deadlines need must not die
                 log.exception("a scheduled callback failed")
 
 
 _scheduler = Scheduler()
-
-
-def schedule(delay: float, callback: Callable[[], None]) -> Deadline:
-    """Schedule ``callback`` on the process-wide scheduler."""
-    return _scheduler.schedule(delay, callback)
 
 
 def get_scheduler() -> Scheduler:

@@ -319,3 +319,123 @@ def test_scheduler_compacts_cancelled_entries() -> None:
         e.cancel()
     assert len(s._heap) < 5000
     assert s.pending() == 0
+
+
+# -- hardening: user code off internal threads, the armed deadline, malformed answers ----------
+
+
+def test_done_callbacks_run_on_the_callbacks_thread_never_the_reader_or_scheduler(make: Any) -> None:
+    d, _, _ = make()
+    quiet, _, _ = make(silent)
+    threads: List[str] = []
+    done = threading.Event()
+
+    def record(future: Any) -> None:
+        threads.append(threading.current_thread().name)
+        if len(threads) == 2:
+            done.set()
+
+    d.request("x", {}, timeout=5).add_done_callback(record)  # completed by the reader thread
+    quiet.request("y", {}, timeout=0.05).add_done_callback(record)  # completed by the scheduler (timeout)
+    assert done.wait(5)
+    assert threads == ["mcpcall-callbacks-t", "mcpcall-callbacks-t"]
+    finished = d.request("z", {}, timeout=5)
+    finished.result(5)
+    here: List[str] = []
+    finished.add_done_callback(lambda f: here.append(threading.current_thread().name))
+    assert here == [threading.current_thread().name]  # already done: at once, on the caller's thread
+
+
+def test_a_blocking_done_callback_stalls_no_other_clients_timeouts(make: Any) -> None:
+    # It ran on the process-wide scheduler thread: every timeout of every client waited for it.
+    first, _, _ = make(silent)
+    second, _, _ = make(silent)
+    released = threading.Event()
+    other_fired = threading.Event()
+
+    def blocks(future: Any) -> None:
+        released.wait(10)
+
+    first.request("a", {}, timeout=0.05).add_done_callback(blocks)
+    later = second.request("b", {}, timeout=0.3)
+    later.add_done_callback(lambda f: other_fired.set())
+    try:
+        with pytest.raises(RequestTimeout):
+            later.result(5)  # a concurrent TimeoutError here means the scheduler was stuck in `blocks`
+    finally:
+        released.set()
+
+
+def test_the_armed_deadline_is_never_lost_to_a_race(make: Any) -> None:
+    # _arm read and wrote the armed deadline without the lock: two requests racing could lose the
+    # earlier one (a 0.2 s timeout fired after 5 s). After any interleaving the armed time must be
+    # no later than the earliest due time. A tiny switch interval makes the threads interleave.
+    import sys
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        _race_the_armed_deadline(make)
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def _race_the_armed_deadline(make: Any) -> None:
+    import random
+
+    for _ in range(20):
+        d, _, _ = make(silent)
+        barrier = threading.Barrier(8)
+
+        def send(seed: int) -> None:
+            rng = random.Random(seed)
+            barrier.wait(5)
+            for _ in range(100):
+                d.request("r", {}, timeout=rng.uniform(20.0, 60.0))
+
+        threads = [threading.Thread(target=send, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        with d._lock:
+            earliest = min(entry.due for entry in d._pending.values())
+            assert d._armed_at <= earliest
+            assert d._armed is not None and d._armed.callback is not None and d._armed.when <= earliest + 0.01
+        d.fail_all(ConnectionClosed("next trial"))
+
+
+@pytest.mark.parametrize(
+    "answer, why",
+    [
+        ({"result": None}, "a result that is NoneType"),
+        ({"result": [1]}, "a result that is list"),
+        ({"error": {"message": "no code"}}, "not an object with an integer code"),
+        ({"error": {"code": "1", "message": "string code"}}, "not an object with an integer code"),
+        ({"result": {}, "error": {"code": 1, "message": "both"}}, "both a result and an error"),
+        ({}, "neither a result nor an error"),
+    ],
+)
+def test_a_malformed_answer_to_a_known_id_fails_that_request_at_once(make: Any, answer: Msg, why: str) -> None:
+    def broken(message: Msg, reply: Reply) -> None:
+        if "id" in message and "method" in message:
+            reply({"jsonrpc": "2.0", "id": message["id"], **answer})
+
+    d, _, _ = make(broken)
+    with pytest.raises(ProtocolError, match=why):
+        d.request("m", {}, timeout=30).result(5)  # TimeoutError here: logged and dropped, as before
+
+
+def test_user_code_that_raises_system_exit_does_not_kill_the_callbacks_thread() -> None:
+    runner = CallbackRunner("se")
+    ran = threading.Event()
+
+    def exits() -> None:
+        raise SystemExit(3)
+
+    try:
+        runner.submit(exits)
+        runner.submit(ran.set)
+        assert ran.wait(5)
+    finally:
+        runner.close()
