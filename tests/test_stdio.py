@@ -381,3 +381,111 @@ def test_interpreter_exit_closes_servers() -> None:
     while pid_alive(server_pid):
         assert time.monotonic() < deadline, "the server outlived the interpreter"
         time.sleep(0.02)
+
+
+# -- hardening: malformed answers, dead servers, connect deadline, the garbage collector --------
+
+
+@pytest.mark.parametrize(
+    "tool, match",
+    [
+        ("null-result", "a result that is NoneType"),
+        ("no-code", "not an object with an integer code"),
+        ("array-result", "a result that is list"),
+        ("bad-utf8", "not valid JSON"),
+        ("batch", "batch"),
+    ],
+)
+def test_a_malformed_answer_fails_its_call_at_once(tool: str, match: str) -> None:
+    # Each was logged and dropped before, so the caller waited out its whole timeout.
+    with mcpcall.connect(fault_argv("bad-answers"), protocol="legacy", **FAST) as c:
+        with pytest.raises(ProtocolError, match=match):
+            c.call_tool_future(tool).result(timeout=10)  # a TimeoutError here is the old defect
+        assert c.call_tool("echo", {"message": "still fine"}).text == "still fine"
+
+
+def test_a_deeply_nested_line_is_skipped_and_the_connection_lives_on() -> None:
+    # json.loads raised RecursionError out of the read loop: every later call failed.
+    with mcpcall.connect(fault_argv("bad-answers"), protocol="legacy", **FAST) as c:
+        with pytest.raises(RPCError, match="nested"):  # the answer after the nested line: no such tool
+            c.call_tool("nested")
+        for i in range(3):
+            assert c.call_tool("echo", {"message": str(i)}).text == str(i)
+
+
+def test_connect_is_bounded_by_timeout_and_names_the_steps() -> None:
+    # A silent server with timeout=3 took 8 s (a 5 s probe, then 3 s for initialize).
+    started = time.monotonic()
+    with pytest.raises(RequestTimeout) as info:
+        mcpcall.connect(fault_argv("hang-all"), timeout=2, close_timeout=0.5)
+    elapsed = time.monotonic() - started
+    assert elapsed < 2 + 3, elapsed  # the timeout, plus the close ladder (0.5 s steps) and slack
+    text = str(info.value)
+    assert "within 2 s" in text and "initialize" in text and "server/discover" in text, text
+
+
+def test_calls_after_a_server_died_fail_at_once_although_a_helper_holds_its_stdout(tmp_path: Path) -> None:
+    # A helper in its own session (setsid) keeps stdout open, so EOF never came: later calls waited
+    # their full timeout, and close() hung on the reader's buffered-file lock.
+    pidfile = tmp_path / "helper.pid"
+    helper = None
+    try:
+        c = mcpcall.connect(fault_argv("setsid-helper", "crash-on-call", extra=("--pidfile", str(pidfile))), **FAST)
+        deadline = time.monotonic() + 5
+        while not pidfile.exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        helper = int(pidfile.read_text())
+        with pytest.raises(ConnectionClosed) as info:
+            c.call_tool_future("echo", {"message": "x"}).result(timeout=20)
+        assert info.value.returncode == 3
+        assert "holds its stdout" in str(info.value) or "code 3" in str(info.value)
+        with pytest.raises(ConnectionClosed):
+            c.call_tool_future("echo", {"message": "again"}).result(timeout=5)
+        closer = threading.Thread(target=c.close)
+        closer.start()
+        closer.join(15)
+        assert not closer.is_alive(), "close() hung"
+    finally:
+        if helper is not None:
+            os.kill(helper, 9)
+            deadline = time.monotonic() + 5
+            while pid_alive(helper) and time.monotonic() < deadline:
+                time.sleep(0.02)
+
+
+def test_a_server_that_exits_early_is_reported_once(caplog: pytest.LogCaptureFixture) -> None:
+    # It was logged as a WARNING and raised, so the CLI printed its stderr tail twice.
+    with caplog.at_level("DEBUG", logger="mcpcall"):
+        with pytest.raises(ConnectionClosed, match="DEMO_API_KEY"):
+            mcpcall.connect(fault_argv("exit-at-start"), **FAST)
+    assert not [r for r in caplog.records if r.levelno >= 30 and "DEMO_API_KEY" in r.getMessage()]
+
+
+def test_arguments_must_be_a_mapping() -> None:
+    with mcpcall.connect(demo_argv()) as c:
+        with pytest.raises(TypeError, match="arguments must be a mapping"):
+            c.call_tool("echo", "hello")  # type: ignore[arg-type]
+        with pytest.raises(mcpcall.InvalidRequest, match="cannot be sent"):
+            c.call_tool("echo", {"message": object()})
+        assert c.call_tool("echo", {"message": "ok"}).text == "ok"
+
+
+def test_an_unreachable_client_is_closed_by_the_garbage_collector() -> None:
+    # Its threads held it: a notebook cell run three times left six servers and eighteen threads.
+    import gc
+    import weakref
+
+    def open_and_drop() -> "tuple[int, weakref.ref[mcpcall.Client]]":
+        client = mcpcall.connect(demo_argv(), name="dropped")
+        assert client.call_tool("echo", {"message": "x"}).text == "x"
+        return client.transport.process.pid, weakref.ref(client)  # type: ignore[attr-defined]
+
+    with pytest.warns(ResourceWarning, match="unclosed mcpcall client for server 'dropped'"):
+        pid, ref = open_and_drop()
+        gc.collect()
+        assert ref() is None, gc.get_referrers(ref())
+    deadline = time.monotonic() + 10
+    while pid_alive(pid) or any(t.name.endswith("-dropped") for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the dropped client's server or threads survived"
+        time.sleep(0.02)

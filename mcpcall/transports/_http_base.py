@@ -1,7 +1,16 @@
-"""What both HTTP transports share: safe redirects, a worker pool, socket-level cancel, body limits.
+"""What both HTTP transports share: the session, safe redirects, bounded bodies, the worker pool.
 
 Used by :mod:`mcpcall.transports.http` (Streamable HTTP) and
 :mod:`mcpcall.transports.httpsse` (the legacy HTTP+SSE transport).
+
+- Every exchange runs inside an :class:`~._exchanges.Exchange`, so a cancel,
+  a timeout or ``close()`` stops its I/O from any thread without waiting.
+- Every body is read through :meth:`HTTPBase.read_body` (or an SSE decoder)
+  under ``max_message_bytes``: replies, error bodies, notification answers.
+- Redirects are followed only within the origin of the server URL, judged by
+  the parser that connects (:mod:`._origins`).
+- Every exception raised while a worker serves a request ends in that
+  request's Future, mapped to mcpcall's errors by :meth:`HTTPBase.transport_error`.
 """
 
 from __future__ import annotations
@@ -10,144 +19,47 @@ import contextlib
 import logging
 import os
 import queue
-import socket
+import ssl
 import threading
 import time
-import weakref
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Union
-from urllib.parse import urljoin, urlsplit
+from typing import Any, Union
+from urllib.parse import urljoin
 
 from .. import jsonrpc
-from ..errors import ConfigError, ConnectionClosed, HTTPError, ProtocolError
+from ..auth import BearerAuth
+from ..config import redact_url
+from ..errors import ConfigError, ConnectionClosed, HTTPError, MCPError, ProtocolError
+from ..forking import Owned
+from ._exchanges import Exchange, tracked_pool_classes
+from ._origins import origin, same_origin
 from .base import Receiver, Transport
 
-if TYPE_CHECKING:  # pragma: no cover
-    import requests
-
-__all__ = ["BearerAuth", "HTTPBase", "same_origin"]
+__all__ = ["HTTPBase", "Job", "error_in_body"]
 
 log = logging.getLogger("mcpcall.http")
 
-META_VERSION = "io.modelcontextprotocol/protocolVersion"
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 _CHUNK = 64 * 1024
 _MAX_REDIRECTS = 5
-MAX_RESUMES = 10
-DEFAULT_RETRY_MS = 500  # before resuming a stream whose server named no retry delay
+_EXCERPT = 300
 _STOP = object()
 
-AuthOption = Union[None, str, "requests.auth.AuthBase", tuple[str, str]]
+AuthOption = Union[None, str, Any, tuple[str, str]]
 
 
-def _default_port(scheme: str) -> int | None:
-    return {"http": 80, "https": 443}.get(scheme)
+class Job:
+    """One message for a worker to send, prepared on the caller's thread."""
 
+    __slots__ = ("data", "exchange", "headers", "message", "method", "request_id")
 
-def same_origin(a: str, b: str) -> bool:
-    """True when two URLs share scheme, host and port (the browser's origin rule)."""
-    x, y = urlsplit(a), urlsplit(b)
-    if x.scheme.lower() != y.scheme.lower() or (x.hostname or "").lower() != (y.hostname or "").lower():
-        return False
-    return (x.port or _default_port(x.scheme.lower())) == (y.port or _default_port(y.scheme.lower()))
-
-
-def _auth(option: AuthOption) -> Any:
-    if isinstance(option, str):
-        return BearerAuth(option)
-    return option
-
-
-def _make_bearer() -> type:
-    import requests
-
-    class _Bearer(requests.auth.AuthBase):
-        """``Authorization: Bearer <token>``; the token never shows in a repr."""
-
-        def __init__(self, token: str) -> None:
-            self._token = token
-
-        def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
-            request.headers["Authorization"] = f"Bearer {self._token}"
-            return request
-
-        def __repr__(self) -> str:
-            return "<BearerAuth ***>"
-
-    return _Bearer
-
-
-def BearerAuth(token: str) -> Any:
-    """A ``requests`` auth object sending ``token`` as a bearer token."""
-    return _make_bearer()(token)
-
-
-def abort_response(response: Any) -> None:
-    """Close a streaming response from another thread, waking a blocked read."""
-    raw = getattr(response, "raw", None)
-    connection = getattr(raw, "connection", None) or getattr(raw, "_connection", None)
-    sock = getattr(connection, "sock", None)
-    if sock is not None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-    with contextlib.suppress(Exception):  # a half-dead connection may fail to close any way it likes
-        response.close()
-
-
-# The connection each worker thread is using (so a request still waiting for its
-# response headers can be interrupted too: only its socket can be shut).
-_connections: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
-_pools: dict[str, Any] = {}
-
-
-def _tracked_pools() -> dict[str, Any]:
-    """urllib3 pool classes whose connections record themselves in ``_connections``."""
-    if not _pools:
-        from urllib3 import connection, connectionpool
-
-        class _HTTPConnection(connection.HTTPConnection):
-            def request(self, *args: Any, **kwargs: Any) -> None:
-                _connections[threading.get_ident()] = self
-                super().request(*args, **kwargs)
-
-        class _HTTPSConnection(connection.HTTPSConnection):
-            def request(self, *args: Any, **kwargs: Any) -> None:
-                _connections[threading.get_ident()] = self
-                super().request(*args, **kwargs)
-
-        class _HTTPPool(connectionpool.HTTPConnectionPool):
-            ConnectionCls = _HTTPConnection
-
-        class _HTTPSPool(connectionpool.HTTPSConnectionPool):
-            ConnectionCls = _HTTPSConnection
-
-        _pools.update(http=_HTTPPool, https=_HTTPSPool)
-    return _pools
-
-
-def _shutdown_thread_connection(ident: int) -> None:
-    """Shut the socket a worker thread is blocked on (before or after response headers)."""
-    connection = _connections.get(ident)
-    sock = getattr(connection, "sock", None)
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
-
-
-LINGER_SECONDS = 0.05
-
-
-def linger(response: Any, seconds: float) -> bool:
-    """Give each further read of a stream ``seconds`` (urllib3 resets the timeout on reuse)."""
-    raw = getattr(response, "raw", None)
-    connection = getattr(raw, "connection", None) or getattr(raw, "_connection", None)
-    sock = getattr(connection, "sock", None)
-    if sock is None:
-        return False
-    sock.settimeout(seconds)
-    return True
+    def __init__(self, message: dict[str, Any], data: bytes, headers: dict[str, str], request_id: Any) -> None:
+        self.message = message
+        self.data = data
+        self.headers = headers
+        self.request_id = request_id
+        self.method = str(message.get("method") or "a response")
+        self.exchange = Exchange(request_id)
 
 
 def body_chunks(response: Any) -> Iterator[bytes]:
@@ -162,6 +74,48 @@ def body_chunks(response: Any) -> Iterator[bytes]:
         if not data:
             return
         yield data
+
+
+def excerpt(body: bytes, limit: int = _EXCERPT) -> str:
+    """The start of a body, as text for a message."""
+    text = body[:limit].decode("utf-8", "replace").strip()
+    return text + ("…" if len(body) > limit else "") if text else "(empty body)"
+
+
+def error_in_body(body: bytes, request_id: Any) -> dict[str, Any] | None:
+    """A JSON-RPC error in an HTTP error body, given the request's id if it had none."""
+    if request_id is None:
+        return None
+    try:
+        message = jsonrpc.decode(body)
+    except ProtocolError:
+        return None
+    if not isinstance(message, dict) or not isinstance(message.get("error"), dict):
+        return None
+    if message.get("id") is None:
+        message = dict(message, id=request_id)
+    if message.get("id") != request_id or jsonrpc.classify(message) != jsonrpc.RESPONSE:
+        return None
+    return dict(message)
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, what it wraps (requests and urllib3 nest errors in args) and its causes."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        item = todo.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        yield item
+        todo.extend(a for a in getattr(item, "args", ()) if isinstance(a, BaseException))
+        reason = getattr(item, "reason", None)
+        if isinstance(reason, BaseException):
+            todo.append(reason)
+        for linked in (item.__cause__, item.__context__):
+            if linked is not None:
+                todo.append(linked)
 
 
 class HTTPBase(Transport):
@@ -182,13 +136,21 @@ class HTTPBase(Transport):
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         max_workers: int = 8,
     ) -> None:
-        parts = urlsplit(url)
-        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"not an http(s) URL: {url!r}")
+        try:
+            _, host, _ = origin(url)
+        except ValueError as exc:  # the parser's own text may quote the URL: redacted too
+            raise ConfigError(redact_url(f"not a usable server URL: {url} ({exc})")) from None
+        if isinstance(auth, str):
+            try:
+                auth = BearerAuth(auth)
+            except ValueError as exc:
+                raise ConfigError(f"server {name or host!r}: {exc}") from None
         self.url = url
-        self.name = name or parts.hostname
+        #: The URL fit for messages and reprs (no credentials, no secret query values).
+        self.display_url = redact_url(url)
+        self.name = name or host
         self.extra_headers = dict(headers or {})
-        self.auth = _auth(auth)
+        self.auth = auth
         self.verify = verify
         self.cert = cert
         self.proxies = dict(proxies or {})
@@ -197,22 +159,21 @@ class HTTPBase(Transport):
         self.max_message_bytes = max_message_bytes
         self.max_workers = max(1, max_workers)
         self.era_cache_key = ("http", url)
+        self._owner = Owned()
         self._receiver: Receiver | None = None
         self._session: Any = None
         self._lock = threading.Lock()
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._workers: list[threading.Thread] = []
         self._idle = 0
-        self._streams: dict[Any, Any] = {}  # request id -> open response
-        self._running: dict[Any, int] = {}  # request id -> the worker thread sending it
-        self._cancelled: set[Any] = set()
+        self._exchanges: dict[Any, Exchange] = {}  # request id -> its exchange, from send() until its job ends
         self._closing = threading.Event()
         self._closed = False
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} {self.url!r}>"
+        return f"<{type(self).__name__} {self.name!r} {self.display_url!r}>"
 
-    # -- plumbing ----------------------------------------------------------------
+    # -- the session -----------------------------------------------------------------
 
     def _open_session(self) -> Any:
         import requests
@@ -220,7 +181,7 @@ class HTTPBase(Transport):
 
         session = requests.Session()
         adapter = HTTPAdapter(pool_connections=2, pool_maxsize=self.max_workers + 2, max_retries=0)
-        adapter.poolmanager.pool_classes_by_scheme = _tracked_pools()
+        adapter.poolmanager.pool_classes_by_scheme = tracked_pool_classes()
         session.mount("http://", adapter)
         session.mount("https://", adapter)
         if self.verify is not None:
@@ -246,52 +207,110 @@ class HTTPBase(Transport):
         return session
 
     def _http(self, method: str, url: str, *, headers: dict[str, str], data: bytes | None = None,
-              stream: bool = True, read_timeout: float | None = None) -> Any:
-        """One HTTP exchange, following redirects only within the origin of ``self.url``."""
-        import requests
-
+              what: str = "", read_timeout: float | None = None, connect_timeout: float | None = None) -> Any:
+        """One HTTP exchange (streamed), following redirects only within the origin of ``self.url``."""
         session = self._session
         if session is None:
             raise ConnectionClosed(f"client for server {self.name!r} is not started")
+        what = what or method
+        timeout = (connect_timeout if connect_timeout is not None else self.connect_timeout,
+                   read_timeout if read_timeout is not None else self.read_timeout)
         for _ in range(_MAX_REDIRECTS + 1):
             try:
-                response = session.request(
-                    method, url, data=data, headers=headers, auth=self.auth, stream=stream,
-                    timeout=(self.connect_timeout, read_timeout if read_timeout is not None else self.read_timeout),
-                    allow_redirects=False,
-                )
-            except requests.exceptions.RequestException as exc:
-                raise ConnectionClosed(f"could not reach server {self.name!r} at {url}: {short_reason(exc)}") from exc
+                response = session.request(method, url, data=data, headers=headers, auth=self.auth, stream=True,
+                                           timeout=timeout, allow_redirects=False)
+            except Exception as exc:  # mapped to mcpcall's errors here, in one place
+                raise self.transport_error(exc, what, url) from exc
             if response.status_code not in (301, 302, 303, 307, 308) or "location" not in response.headers:
                 return response
             target = urljoin(url, response.headers["location"])
+            status = response.status_code
             response.close()
             if not same_origin(self.url, target):
                 raise HTTPError(
-                    f"server {self.name!r} redirected {method} {url} to another origin ({target}); "
-                    "not followed, so headers and credentials stay with the server you named",
-                    status=response.status_code,
+                    f"server {self.name!r} redirected {method} {redact_url(url)} to another origin or an unclear URL "
+                    f"({redact_url(target)}); not followed, so headers and credentials stay with the server you named",
+                    status=status,
                 )
-            if method != "GET" and response.status_code in (301, 302, 303):
+            if method != "GET" and status in (301, 302, 303):
                 raise HTTPError(
-                    f"server {self.name!r} redirected {method} {url} with {response.status_code}, which would "
-                    f"turn it into a GET; use the final URL ({target}) instead",
-                    status=response.status_code,
+                    f"server {self.name!r} redirected {method} {redact_url(url)} with {status}, which would "
+                    f"turn it into a GET; use the final URL ({redact_url(target)}) instead",
+                    status=status,
                 )
             url = target
         raise HTTPError(f"server {self.name!r} redirected more than {_MAX_REDIRECTS} times", status=310)
 
-    def _read_body(self, response: Any) -> bytes:
+    def transport_error(self, exc: BaseException, what: str, url: str | None = None) -> MCPError:
+        """``exc`` (requests, urllib3, OSError, anything) as an mcpcall error that says what happened."""
+        if isinstance(exc, MCPError):
+            return exc
+        import requests
+        import urllib3.exceptions as u3
+
+        where = redact_url(url or self.url)
+        causes = list(_causes(exc))
+        tls = next((c for c in causes if isinstance(c, ssl.SSLError)), None)
+        if tls is not None or isinstance(exc, requests.exceptions.SSLError):
+            reason = getattr(tls, "reason", None) or (str(tls) if tls else "handshake failed")
+            hint = " (is it an http:// server? the URL says https://)" if "WRONG_VERSION" in str(reason).upper() or \
+                "RECORD_LAYER" in str(reason).upper() else ""
+            return ConnectionClosed(f"could not reach server {self.name!r} at {where}: TLS failed: {reason}{hint}")
+        unreachable = next((c for c in causes if isinstance(c, (u3.NewConnectionError, u3.NameResolutionError))), None)
+        timed_out = any(type(c) is u3.ConnectTimeoutError for c in causes)  # NewConnectionError subclasses it
+        if timed_out or (unreachable is None and isinstance(exc, requests.exceptions.ConnectTimeout)):
+            return ConnectionClosed(f"could not reach server {self.name!r} at {where}: no connection within "
+                                    f"{self.connect_timeout:g} s")
+        if unreachable is not None:
+            os_error = next((c for c in causes if isinstance(c, OSError) and c.strerror), None)
+            reason = os_error.strerror if os_error is not None else str(unreachable).rsplit(": ", 1)[-1]
+            if isinstance(unreachable, u3.NameResolutionError):
+                reason = "the host name does not resolve"
+            return ConnectionClosed(f"could not reach server {self.name!r} at {where}: {reason}")
+        if isinstance(exc, (requests.exceptions.ReadTimeout, u3.ReadTimeoutError)):
+            return ConnectionClosed(f"server {self.name!r} sent nothing for {self.read_timeout:g} s (read_timeout) "
+                                    f"while answering {what}")
+        if isinstance(exc, (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
+                            requests.exceptions.InvalidSchema, u3.LocationParseError)):
+            return ProtocolError(f"server {self.name!r}: cannot send {what} to {where}: the URL is invalid ({exc})")
+        if isinstance(exc, (requests.exceptions.InvalidHeader, UnicodeEncodeError)):
+            return ProtocolError(f"server {self.name!r}: cannot send {what}: a header value is not valid ({exc})")
+        if isinstance(exc, (requests.exceptions.RequestException, u3.HTTPError, OSError, ValueError)):
+            # Connected, then the connection broke: the server was reached.
+            return ConnectionClosed(f"server {self.name!r} closed the connection before answering {what} "
+                                    f"({_short(exc)})")
+        return ProtocolError(f"server {self.name!r}: {what} failed ({type(exc).__name__}: {_short(exc)})")
+
+    def read_body(self, response: Any, what: str, limit: int | None = None) -> bytes:
+        """The whole body of ``response``, at most ``limit`` (default ``max_message_bytes``) bytes."""
+        limit = self.max_message_bytes if limit is None else limit
         parts: list[bytes] = []
         size = 0
-        for chunk in body_chunks(response):
-            size += len(chunk)
-            if size > self.max_message_bytes:
-                raise ProtocolError(
-                    f"server {self.name!r} sent a body over the limit of {self.max_message_bytes} bytes "
-                    "(raise max_message_bytes= if it is legitimate)"
-                )
-            parts.append(chunk)
+        try:
+            for chunk in body_chunks(response):
+                size += len(chunk)
+                if size > limit:
+                    raise ProtocolError(
+                        f"server {self.name!r} sent a body over the limit of {limit} bytes in answer to {what} "
+                        "(raise max_message_bytes= if it is legitimate)"
+                    )
+                parts.append(chunk)
+        except MCPError:
+            raise
+        except Exception as exc:  # a body that breaks off mid-way
+            raise self.transport_error(exc, what) from exc
+        return b"".join(parts)
+
+    def excerpt_of(self, response: Any) -> bytes:
+        """The first bytes of an error body (never more than a few KiB are read)."""
+        parts: list[bytes] = []
+        size = 0
+        with contextlib.suppress(Exception):
+            for chunk in body_chunks(response):
+                parts.append(chunk)
+                size += len(chunk)
+                if size >= 8 * 1024:
+                    break
         return b"".join(parts)
 
     def _deliver(self, message: Any) -> None:
@@ -303,7 +322,7 @@ class HTTPBase(Transport):
                 self._deliver(item)
             return
         if not isinstance(message, dict):
-            log.warning("server %r sent JSON that is not a message; skipped: %.200r", self.name, message)
+            receiver.on_warning(f"server {self.name!r} sent JSON that is not a message; skipped: {str(message)[:200]}")
             return
         receiver.on_message(message)
 
@@ -312,16 +331,18 @@ class HTTPBase(Transport):
         if receiver is None or self._closing.is_set():
             return
         if request_id is None:
-            log.warning("%s", error)
+            log.debug("server %r: %s", self.name, error)
             return
         receiver.on_bad_message(error, request_id)
 
     # -- the worker pool -----------------------------------------------------------
 
-    def _submit(self, job: tuple[Any, ...]) -> None:
+    def _submit(self, job: Job) -> None:
         with self._lock:
             if self._closing.is_set():
                 raise ConnectionClosed(f"client for server {self.name!r} is closed")
+            if job.request_id is not None:
+                self._exchanges[job.request_id] = job.exchange
             if self._idle > 0:
                 self._idle -= 1  # an idle worker will take it
             elif len(self._workers) < self.max_workers:
@@ -338,51 +359,36 @@ class HTTPBase(Transport):
             if job is _STOP:
                 return
             try:
-                self._run_job(job)
-            except Exception:
-                log.exception("server %r: an HTTP job failed", self.name)
+                with job.exchange:
+                    if not job.exchange.aborted.is_set():
+                        self._run_job(job)
+            except BaseException as exc:  # noqa: BLE001 - whatever happens ends in the Future it concerns
+                if not job.exchange.aborted.is_set():
+                    self._fail(job.request_id, self.transport_error(exc, job.method))
             finally:
                 with self._lock:
+                    if self._exchanges.get(job.request_id) is job.exchange:
+                        del self._exchanges[job.request_id]
                     self._idle += 1
 
-    def _run_job(self, job: tuple[Any, ...]) -> None:
+    def _run_job(self, job: Job) -> None:
         raise NotImplementedError
 
     # -- shared contract -------------------------------------------------------------
 
     def cancel(self, request_id: Any, reason: str) -> None:
         with self._lock:
-            self._cancelled.add(request_id)  # forgotten when its job ends
-            response = self._streams.pop(request_id, None)
-            worker = self._running.get(request_id)
-        if response is not None:
-            abort_response(response)
-        elif worker is not None:
-            _shutdown_thread_connection(worker)  # still waiting for the response headers
-
-    def _track(self, request_id: Any, response: Any) -> bool:
-        """Remember the stream carrying ``request_id``; False if it was cancelled meanwhile."""
-        with self._lock:
-            if request_id in self._cancelled or self._closing.is_set():
-                return False
-            self._streams[request_id] = response
-            return True
-
-    def _untrack(self, request_id: Any, response: Any) -> None:
-        with self._lock:
-            if self._streams.get(request_id) is response:
-                del self._streams[request_id]
+            exchange = self._exchanges.get(request_id)
+        if exchange is not None:
+            exchange.abort()  # its worker sees the shut socket, closes the response and moves on
 
     def _stop_workers(self) -> None:
         with self._lock:
-            streams = list(self._streams.values())
-            self._streams.clear()
-            running = list(self._running.values())
+            exchanges = list(self._exchanges.values())
+            self._exchanges.clear()
             workers = list(self._workers)
-        for response in streams:
-            abort_response(response)
-        for ident in running:
-            _shutdown_thread_connection(ident)
+        for exchange in exchanges:
+            exchange.abort()
         for _ in workers:
             self._jobs.put(_STOP)
         deadline = time.monotonic() + 5.0
@@ -410,32 +416,11 @@ class HTTPBase(Transport):
         session.close()
 
 
-def short_reason(exc: BaseException) -> str:
+def _short(exc: BaseException) -> str:
     """A short cause for a requests/urllib3 exception (their text nests deeply)."""
     text = str(exc)
-    for marker in ("Connection refused", "Name or service not known", "timed out", "Connection reset", "Remote end closed"):
+    for marker in ("Connection refused", "Connection reset", "Remote end closed connection without response",
+                   "IncompleteRead", "Connection broken", "Connection aborted", "timed out"):
         if marker in text:
-            return marker.lower()
+            return marker[0].lower() + marker[1:]
     return text[:200]
-
-
-def excerpt(body: bytes, limit: int = 300) -> str:
-    text = body[:limit].decode("utf-8", "replace").strip()
-    return text + ("…" if len(body) > limit else "") if text else "(empty body)"
-
-
-def error_in_body(body: bytes, request_id: Any) -> dict[str, Any] | None:
-    """A JSON-RPC error in an HTTP error body, given the request's id if it had none."""
-    try:
-        message = jsonrpc.decode(body)
-    except ProtocolError:
-        return None
-    if not isinstance(message, dict) or not isinstance(message.get("error"), dict):
-        return None
-    if request_id is None:
-        return None
-    if message.get("id") is None:
-        message = dict(message, id=request_id)
-    if message.get("id") != request_id or jsonrpc.classify(message) != jsonrpc.RESPONSE:
-        return None
-    return dict(message)

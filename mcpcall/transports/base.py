@@ -28,6 +28,9 @@ class Receiver(Protocol):
     def on_bad_message(self, error: BaseException, request_id: RequestId | None) -> None:
         """Something unusable arrived; ``request_id`` names the request it answered, if known."""
 
+    def on_warning(self, text: str) -> None:
+        """Something worth a warning happened; logged away from the I/O thread that saw it."""
+
     def on_close(self, error: BaseException) -> None:
         """The connection ended; ``error`` (a ConnectionClosed) says why. Called once."""
 
@@ -43,9 +46,14 @@ class Transport:
     era_cache_key: Any = None
     #: True once the server forgot our session (legacy HTTP); the client then starts a new one.
     session_lost: bool = False
+    #: True for a transport that predates the modern era (the client goes straight to initialize).
+    legacy_only: bool = False
 
-    def start(self, receiver: Receiver) -> None:
-        """Open the connection and begin delivering incoming messages to ``receiver``."""
+    def start(self, receiver: Receiver, *, timeout: float | None = None) -> None:
+        """Open the connection and begin delivering incoming messages to ``receiver``.
+
+        Waits at most ``timeout`` seconds (None: the transport's own limits).
+        """
         raise NotImplementedError
 
     def send(self, message: dict[str, Any]) -> None:
@@ -56,7 +64,12 @@ class Transport:
         raise NotImplementedError
 
     def cancel(self, request_id: RequestId, reason: str) -> None:
-        """Tell the peer to stop working on ``request_id`` (stdio: a cancelled notice)."""
+        """Tell the peer to stop working on ``request_id`` (stdio: a cancelled notice).
+
+        Runs on the scheduler thread, which every client's deadlines share: it
+        must never block. It queues a notice or shuts a socket, and leaves the
+        rest to the thread that owns the request.
+        """
         params = {"requestId": request_id, "reason": reason}
         try:
             self.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
@@ -65,6 +78,10 @@ class Transport:
 
     def negotiated(self, era: str, version: str) -> None:
         """The client settled on a protocol era and version (HTTP uses it for headers)."""
+
+    def fallback(self) -> Transport | None:
+        """Another transport to try for the same server when this one is refused (HTTP+SSE), or None."""
+        return None
 
     def close(self) -> None:
         """End the connection and every thread the transport owns; idempotent."""

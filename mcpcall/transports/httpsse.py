@@ -1,20 +1,25 @@
 """The legacy HTTP+SSE transport (2024-11-05): one GET stream for everything the server says.
 
 Thread ``mcpcall-sse-<server>`` reads the stream; requests are POSTed to the
-endpoint the server names by the shared worker pool.
+endpoint the server names by the shared worker pool. The stream runs inside an
+exchange that ``close()`` aborts, so closing never waits on a read.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from time import monotonic
 from typing import Any
 from urllib.parse import urljoin
 
 from .. import jsonrpc
+from ..config import redact_url
 from ..errors import ConnectionClosed, HTTPError, MCPError, ProtocolError
 from ..sse import SSEStream
-from ._http_base import HTTPBase, abort_response, body_chunks, error_in_body, excerpt, same_origin, short_reason
+from ._exchanges import Exchange
+from ._http_base import HTTPBase, Job, body_chunks, error_in_body, excerpt
+from ._origins import same_origin
 from .base import Receiver
 
 __all__ = ["SSETransport"]
@@ -26,61 +31,81 @@ class SSETransport(HTTPBase):
     """The legacy HTTP+SSE transport (2024-11-05): one GET stream, POSTs to its endpoint.
 
     The server names the POST endpoint in the stream's first ``endpoint``
-    event; an endpoint on another origin is refused.
+    event; an endpoint on another origin (or one that parsers read
+    differently) is refused.
     """
 
-    #: This transport predates the modern era: the client goes straight to initialize.
     legacy_only = True
 
     def __init__(self, url: str, *, endpoint_timeout: float = 10.0, **options: Any) -> None:
+        options.pop("allow_fallback", None)
         super().__init__(url, **options)
         self.endpoint: str | None = None
         self.endpoint_timeout = endpoint_timeout
-        self._stream: Any = None
+        self._stream_exchange = Exchange("SSE stream")
         self._reader: threading.Thread | None = None
         self._ready = threading.Event()
         self._start_error: BaseException | None = None
 
-    def start(self, receiver: Receiver) -> None:
+    def start(self, receiver: Receiver, *, timeout: float | None = None) -> None:
         self._receiver = receiver
         self._session = self._open_session()
-        headers = {"Accept": "text/event-stream"}
-        headers.update(self.extra_headers)
-        response = self._http("GET", self.url, headers=headers)
-        ctype = response.headers.get("content-type", "")
-        if response.status_code >= 400 or "event-stream" not in ctype:
-            body = excerpt(response.content)
-            response.close()
-            raise HTTPError(
-                f"server {self.name!r} answered GET {self.url} with HTTP {response.status_code} ({ctype or 'no type'}), "
-                f"not an SSE stream: {body}", status=response.status_code, body=body,
-            )
-        self._stream = response
-        self._reader = threading.Thread(target=self._read, name=f"mcpcall-sse-{self.name}", daemon=True)
+        started = monotonic()
+        limit = self.endpoint_timeout if timeout is None else min(self.endpoint_timeout, timeout)
+        self._reader = threading.Thread(target=self._read, args=(limit,), name=f"mcpcall-sse-{self.name}", daemon=True)
         self._reader.start()
-        if not self._ready.wait(self.endpoint_timeout):
+        if not self._ready.wait(max(0.0, limit - (monotonic() - started))):
             self.close()
-            raise ProtocolError(f"server {self.name!r} sent no endpoint event within {self.endpoint_timeout:g} s")
+            raise ProtocolError(f"server {self.name!r} sent no endpoint event within {limit:g} s "
+                                f"(HTTP+SSE GET {self.display_url})")
         if self._start_error is not None:
             error = self._start_error
             self.close()
             raise error
 
-    def _read(self) -> None:
-        response = self._stream
-        stream = SSEStream(body_chunks(response), response, self.max_message_bytes)
+    def _read(self, limit: float) -> None:
+        """The reader thread: open the GET stream, wait for the endpoint, deliver every message."""
         reason = "closed the SSE stream"
+        exchange = self._stream_exchange
+        try:
+            with exchange:
+                headers = {"Accept": "text/event-stream", **self.extra_headers}
+                response = self._http("GET", self.url, headers=headers, what="the HTTP+SSE stream",
+                                      connect_timeout=min(self.connect_timeout, limit))
+                try:
+                    ctype = response.headers.get("content-type", "")
+                    if response.status_code >= 400 or "event-stream" not in ctype:
+                        body = excerpt(self.excerpt_of(response))
+                        raise HTTPError(
+                            f"server {self.name!r} answered GET {self.display_url} with HTTP {response.status_code} "
+                            f"({ctype or 'no type'}), not an SSE stream: {body}", status=response.status_code, body=body,
+                        )
+                    reason = self._events(response)
+                finally:
+                    response.close()
+        except BaseException as exc:  # noqa: BLE001 - before the endpoint: start() raises it; after: it closes us
+            if not self._ready.is_set():
+                self._start_error = self.transport_error(exc, "the HTTP+SSE stream")
+            elif not exchange.aborted.is_set():
+                reason = f"dropped the SSE stream ({self.transport_error(exc, 'the HTTP+SSE stream')})"
+        finally:
+            self._ready.set()
+        if self.endpoint is not None and not self._closing.is_set() and self._receiver is not None:
+            self._receiver.on_close(ConnectionClosed(f"server {self.name!r} {reason}"))
+
+    def _events(self, response: Any) -> str:
+        stream = SSEStream(body_chunks(response), response, self.max_message_bytes)
         try:
             for event in stream.events():
                 if event.event == "endpoint" and self.endpoint is None:
+                    if not event.data.strip():
+                        raise ProtocolError(f"server {self.name!r} named an empty endpoint")
                     target = urljoin(self.url, event.data.strip())
                     if not same_origin(self.url, target):
-                        self._start_error = ProtocolError(
-                            f"server {self.name!r} named an endpoint on another origin ({target}); refused, "
-                            "so requests and credentials stay with the server you named"
+                        raise ProtocolError(
+                            f"server {self.name!r} named an endpoint on another origin or an unclear URL "
+                            f"({redact_url(target)}); refused, so requests and credentials stay with the server you named"
                         )
-                        self._ready.set()
-                        return
                     self.endpoint = target
                     self._ready.set()
                     continue
@@ -89,66 +114,68 @@ class SSETransport(HTTPBase):
                 try:
                     self._deliver(jsonrpc.decode(event.data))
                 except ProtocolError as exc:
-                    log.warning("server %r sent an SSE event that is not JSON; skipped: %s", self.name, exc)
+                    if self._receiver is not None:
+                        self._receiver.on_warning(f"server {self.name!r} sent an SSE event that is not JSON; skipped: {exc}")
         except ProtocolError:
-            reason = (f"sent an SSE event over the limit of {self.max_message_bytes} bytes "
-                      "(raise max_message_bytes= if it is legitimate)")
-        except Exception as exc:  # noqa: BLE001 - the stream broke (socket/urllib3 errors)
-            reason = f"dropped the SSE stream ({short_reason(exc)})"
-        finally:
-            self._ready.set()
-        if not self._closing.is_set() and self._receiver is not None:
-            self._receiver.on_close(ConnectionClosed(f"server {self.name!r} {reason}"))
+            if self.endpoint is None:
+                raise
+            return (f"sent an SSE event over the limit of {self.max_message_bytes} bytes "
+                    "(raise max_message_bytes= if it is legitimate)")
+        return "closed the SSE stream"
 
     def send(self, message: dict[str, Any]) -> None:
         if self._closing.is_set():
             raise ConnectionClosed(f"client for server {self.name!r} is closed")
         if self.endpoint is None:
             raise ConnectionClosed(f"server {self.name!r} has not named its endpoint")
+        data = jsonrpc.encode(message)
+        headers = {"Content-Type": "application/json", **self.extra_headers}
         if "method" in message and "id" in message:
-            self._submit(("post", message.get("id"), message))
+            self._submit(Job(message, data, headers, message.get("id")))
         else:
-            self._post(message, None)
+            self._post(Job(message, data, headers, None))
 
     def cancel(self, request_id: Any, reason: str) -> None:
         notice = jsonrpc.notification("notifications/cancelled", {"requestId": request_id, "reason": reason})
         try:
-            self._submit(("notify", None, notice))
+            self._submit(Job(notice, jsonrpc.encode(notice), {"Content-Type": "application/json", **self.extra_headers}, None))
         except MCPError:
             pass
+        super().cancel(request_id, reason)
 
-    def _run_job(self, job: tuple[Any, ...]) -> None:
-        _, request_id, message = job
+    def _run_job(self, job: Job) -> None:
         try:
-            self._post(message, request_id)
+            self._post(job)
         except MCPError as exc:
-            self._fail(request_id, exc)
+            self._fail(job.request_id, exc)
 
-    def _post(self, message: dict[str, Any], request_id: Any) -> None:
+    def _post(self, job: Job) -> None:
         assert self.endpoint is not None
-        headers = {"Content-Type": "application/json"}
-        headers.update(self.extra_headers)
-        response = self._http("POST", self.endpoint, headers=headers, data=jsonrpc.encode(message), stream=False,
-                              read_timeout=30.0)
-        if response.status_code >= 400:
-            error = error_in_body(response.content, request_id)
-            if error is not None:
-                self._deliver(error)
-                return
-            raise HTTPError(
-                f"server {self.name!r} answered HTTP {response.status_code} to {message.get('method') or 'a response'}: "
-                f"{excerpt(response.content)}", status=response.status_code, body=excerpt(response.content),
-            )
+        response = self._http("POST", self.endpoint, headers=job.headers, data=job.data, what=job.method, read_timeout=30.0)
+        try:
+            if response.status_code >= 400:
+                body = self.excerpt_of(response)
+                error = error_in_body(body, job.request_id)
+                if error is not None:
+                    self._deliver(error)
+                    return
+                raise HTTPError(
+                    f"server {self.name!r} answered HTTP {response.status_code} to {job.method}: {excerpt(body)}",
+                    status=response.status_code, body=excerpt(body),
+                )
+            self.read_body(response, job.method)  # the answer comes on the stream; this is an acknowledgement
+        finally:
+            response.close()
 
     def close(self) -> None:
+        if self._owner.forked:
+            return
         with self._lock:
             if self._closed:
                 return
             self._closed = True
         self._closing.set()
-        if self._stream is not None:
-            abort_response(self._stream)
-            self._stream = None
+        self._stream_exchange.abort()
         self._stop_workers()
         if self._reader is not None and self._reader is not threading.current_thread():
             self._reader.join(5.0)

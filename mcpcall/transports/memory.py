@@ -37,7 +37,7 @@ class MemoryTransport(Transport):
         self._lock = threading.Lock()
         self.sent: list[dict[str, Any]] = []
 
-    def start(self, receiver: Receiver) -> None:
+    def start(self, receiver: Receiver, *, timeout: float | None = None) -> None:
         self._receiver = receiver
         for target, role in ((self._server_loop, "server"), (self._reader_loop, "reader")):
             thread = threading.Thread(target=target, name=f"mcpcall-{role}-{self.name}", daemon=True)

@@ -2,15 +2,22 @@
 
 Threads (each named ``mcpcall-<role>-<server>``):
 
-- ``reader``: reads stdout a line at a time, decodes it, hands it to the
-  dispatcher. Lines that are not JSON are logged and skipped; a line longer
-  than ``max_message_bytes`` is skipped without being held in memory and fails
-  the request it answered.
+- ``reader``: reads stdout, splits it into lines, decodes them, hands them to
+  the dispatcher. Lines that are not JSON are skipped (a line that names a
+  request id fails that request); a line longer than ``max_message_bytes`` is
+  skipped without being held in memory and fails the request it answered.
 - ``writer``: drains what callers could not write at once. Callers write
   straight into the (non-blocking) pipe while nothing is queued, so a server
   that stops reading stdin can never block a caller.
 - ``stderr``: reads stderr lines into a ring buffer and passes each to logging
   (or to ``stderr=``), so a chatty server never fills its pipe and stalls.
+
+The readers wait with ``poll()`` on their pipe, on a wake-up pipe that
+``close()`` writes to, and (reader) on the process itself (a pidfd, or a check
+every second where there is none). So a server that dies while a process it
+started still holds its stdout is noticed at once, and ``close()`` never waits
+on a pipe someone else keeps open. The pipes are read with ``os.read`` only:
+no buffered file object, no lock a forked child could inherit held.
 
 Closing follows a ladder: close stdin, wait, SIGTERM the process group, wait,
 SIGKILL the group, reap. The server runs in a new session, so the group holds
@@ -34,6 +41,7 @@ from typing import IO, Any, Callable, Union
 
 from .. import jsonrpc
 from ..errors import ConfigError, ConnectionClosed, ProtocolError
+from ..forking import Owned, on_fork_in_child
 from .base import Receiver, Transport
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "StdioTransport", "default_environment"]
@@ -44,6 +52,11 @@ DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 STDERR_TAIL_LINES = 40
 _STDERR_LINE_LIMIT = 64 * 1024
 _CHUNK = 1 << 20
+_PEEK = 4096
+_WARNINGS_PER_KIND = 10  # then the rest of that kind goes to debug only
+_EXIT_GRACE = 0.2  # after the server exits, how long stdout may stay quiet before it counts as closed
+_BATCHES_ALLOWED = ("2025-03-26",)  # the one revision that allowed JSON-RPC batches
+_POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
     _INHERITED = (
@@ -59,6 +72,17 @@ StderrOption = Union[None, str, Callable[[str], None], IO[str]]
 def default_environment() -> dict[str, str]:
     """The few variables a server inherits by default (not secrets, just enough to run)."""
     return {k: os.environ[k] for k in _INHERITED if k in os.environ and not os.environ[k].startswith("()")}
+
+
+def _pidfd(pid: int) -> int:
+    """A descriptor that polls readable when ``pid`` exits (Linux 5.3+), else -1."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return -1
+    try:
+        return int(opener(pid))
+    except OSError:
+        return -1
 
 
 class StdioTransport(Transport):
@@ -88,8 +112,12 @@ class StdioTransport(Transport):
         self.close_timeout = close_timeout
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self.process: subprocess.Popen[bytes] | None = None
+        self._owner = Owned()
         self._receiver: Receiver | None = None
+        self._version: str | None = None
         self._stdin_fd = -1
+        self._wake_r = self._wake_w = -1
+        self._pidfd = -1
         # Writing: callers put encoded messages in the inbox; whoever gets the write
         # lock writes everything there (callers never wait for each other) and re-checks
         # the inbox after letting go. What the pipe would not take waits in ``_out``
@@ -103,6 +131,7 @@ class StdioTransport(Transport):
         self._closed = False
         self._close_lock = threading.Lock()
         self._gone: ConnectionClosed | None = None
+        self._warned: collections.Counter[str] = collections.Counter()
         self._stderr_logger = logging.getLogger(f"mcpcall.server.{self.name}")
 
     def __repr__(self) -> str:
@@ -117,20 +146,21 @@ class StdioTransport(Transport):
         env.update(self._env_extra)
         return env
 
-    def start(self, receiver: Receiver) -> None:
+    def start(self, receiver: Receiver, *, timeout: float | None = None) -> None:
         self._receiver = receiver
         stderr_target: Any = subprocess.PIPE
         if self._stderr_option == "inherit":
             stderr_target = None
         elif self._stderr_option == "devnull":
             stderr_target = subprocess.DEVNULL
+        environment = self._environment()
         try:
             self.process = subprocess.Popen(
                 self.argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=stderr_target,
-                env=self._environment(),
+                env=environment,
                 cwd=self._cwd,
                 start_new_session=True,
                 close_fds=True,
@@ -139,7 +169,7 @@ class StdioTransport(Transport):
             where = f" in {self._cwd!r}" if self._cwd else ""
             raise ConnectionClosed(
                 f"could not start server {self.name!r}: {exc.filename or self.argv[0]!r} not found{where} "
-                f"(PATH searched: {self._environment().get('PATH', '')!r})"
+                f"(PATH searched: {environment.get('PATH', '')!r})"
             ) from exc
         except (PermissionError, NotADirectoryError, OSError) as exc:
             raise ConnectionClosed(f"could not start server {self.name!r}: {exc}") from exc
@@ -147,6 +177,9 @@ class StdioTransport(Transport):
         assert proc.stdin is not None and proc.stdout is not None
         self._stdin_fd = proc.stdin.fileno()
         os.set_blocking(self._stdin_fd, False)
+        self._wake_r, self._wake_w = os.pipe()
+        self._pidfd = _pidfd(proc.pid)
+        on_fork_in_child(self, self._forget_inherited)
         # The stderr drain first: the reader joins it when stdout ends, which can be at once.
         if proc.stderr is not None:
             self._spawn(self._stderr_loop, "stderr")
@@ -157,6 +190,9 @@ class StdioTransport(Transport):
         thread = threading.Thread(target=target, name=f"mcpcall-{role}-{self.name}", daemon=True)
         self._threads.append(thread)
         thread.start()
+
+    def negotiated(self, era: str, version: str) -> None:
+        self._version = version
 
     # -- writing -----------------------------------------------------------------
 
@@ -227,78 +263,189 @@ class StdioTransport(Transport):
                     break
             self._flush_inbox()  # callers may have queued while we held the lock
             if blocked:
-                # The pipe is full: wait (without the lock) until the server reads.
+                # The pipe is full: wait (without the lock) until the server reads, or close wakes us.
+                poller = select.poll()
+                poller.register(fd, select.POLLOUT)
+                poller.register(self._wake_r, select.POLLIN)
                 try:
-                    select.select([], [fd], [], 0.2)
-                except (OSError, ValueError):
+                    poller.poll(200)
+                except OSError:
                     return
 
     # -- reading -----------------------------------------------------------------
+
+    def _warn(self, kind: str, text: str) -> None:
+        """A warning about what the server sent: logged from the callbacks thread, a few per kind."""
+        self._warned[kind] += 1
+        count = self._warned[kind]
+        receiver = self._receiver
+        if count <= _WARNINGS_PER_KIND and receiver is not None:
+            if count == _WARNINGS_PER_KIND:
+                text += " (further warnings of this kind are logged at debug level)"
+            receiver.on_warning(text)
+        else:
+            log.debug("%s", text)
 
     def _read_loop(self) -> None:
         proc = self.process
         receiver = self._receiver
         assert proc is not None and proc.stdout is not None and receiver is not None
-        stdout = proc.stdout
+        fd = proc.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, _POLL_IN)
+        poller.register(self._wake_r, select.POLLIN)
+        if self._pidfd >= 0:
+            poller.register(self._pidfd, select.POLLIN)
         limit = self.max_message_bytes
-        loads = jsonrpc.decode
-        try:
-            while True:
-                line = stdout.readline(limit + 1)
-                if not line:
-                    break
-                if len(line) > limit and not line.endswith(b"\n"):
-                    self._skip_oversize(stdout, line, receiver)
-                    continue
-                if line.isspace():
-                    continue
-                try:
-                    message = loads(line)
-                except ProtocolError as exc:
-                    log.warning("server %r wrote a line to stdout that is not JSON; skipped: %s", self.name, exc)
-                    continue
-                if not isinstance(message, dict):
-                    log.warning("server %r wrote JSON that is not a message; skipped: %.200r", self.name, message)
-                    continue
-                receiver.on_message(message)
-        except (OSError, ValueError) as exc:
-            if not self._closing:
-                log.debug("server %r: reading stdout failed: %s", self.name, exc)
-        except Exception:
-            log.exception("server %r: error while handling a message", self.name)
-        self._on_stdout_closed()
-
-    def _skip_oversize(self, stdout: IO[bytes], head: bytes, receiver: Receiver) -> None:
-        size = len(head)
-        request_id = jsonrpc.peek_id(head[:4096])
-        while not head.endswith(b"\n"):
-            head = stdout.readline(_CHUNK)
-            if not head:
+        partial: list[bytes] = []  # the start of a line not yet ended
+        partial_size = 0
+        skipping = False  # inside a line over the limit
+        skip_head = b""
+        skip_size = 0
+        exited = False
+        ended = ""
+        read = os.read
+        while True:
+            try:
+                events = poller.poll(_EXIT_GRACE * 1000 if exited else (-1 if self._pidfd >= 0 else 1000))
+            except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for old kernels
+                continue
+            except OSError as exc:
+                ended = f"reading its stdout failed ({exc})"
                 break
-            size += len(head)
-        receiver.on_bad_message(
+            readable = False
+            for ready, _ in events:
+                if ready == fd:
+                    readable = True
+                elif ready == self._wake_r:
+                    ended = "closing"
+                elif ready == self._pidfd:
+                    exited = True
+                    poller.unregister(self._pidfd)
+            if ended:
+                break
+            if not readable:
+                if exited:
+                    ended = "exited while a process it started still holds its stdout"
+                    break
+                if self._pidfd < 0 and self._exit_code(0.0) is not None:
+                    exited = True
+                continue
+            try:
+                chunk = read(fd, _CHUNK)
+            except OSError as exc:
+                ended = f"reading its stdout failed ({exc})"
+                break
+            if not chunk:
+                break  # EOF
+            start = 0
+            size = len(chunk)
+            while start < size:
+                newline = chunk.find(b"\n", start)
+                end = size if newline < 0 else newline
+                if skipping:
+                    skip_size += end - start
+                    if newline >= 0:
+                        self._oversize(skip_head, skip_size)
+                        skipping = False
+                elif newline < 0:
+                    piece = chunk[start:]
+                    partial.append(piece)
+                    partial_size += len(piece)
+                    if partial_size > limit:
+                        skipping, skip_head, skip_size = True, _head(partial), partial_size
+                        partial, partial_size = [], 0
+                elif partial:
+                    partial.append(chunk[start:newline])
+                    line = b"".join(partial)
+                    partial, partial_size = [], 0
+                    if len(line) > limit:
+                        self._oversize(line[:_PEEK], len(line))
+                    else:
+                        self._line(line, receiver)
+                elif newline - start > limit:
+                    self._oversize(chunk[start : start + _PEEK], newline - start)
+                else:
+                    self._line(chunk[start:newline], receiver)
+                start = end + 1
+        self._on_stdout_closed(ended)
+
+    def _line(self, line: bytes, receiver: Receiver) -> None:
+        """One line from stdout; nothing it holds may end the read loop."""
+        if not line or line.isspace():
+            return
+        try:
+            message = jsonrpc.decode(line)
+        except ProtocolError as exc:
+            request_id = jsonrpc.peek_id(line[:_PEEK])
+            if request_id is not None:
+                receiver.on_bad_message(
+                    ProtocolError(f"server {self.name!r} answered with a line that is not valid JSON: {exc}"), request_id
+                )
+            else:
+                self._warn("garbage", f"server {self.name!r} wrote a line to stdout that is not JSON; skipped: {exc}")
+            return
+        try:
+            if isinstance(message, dict):
+                receiver.on_message(message)
+            elif isinstance(message, list) and message:
+                self._batch(message, receiver)
+            else:
+                self._warn("garbage", f"server {self.name!r} wrote JSON that is not a message; skipped: {str(message)[:200]}")
+        except Exception as exc:  # a message we failed to handle must not end the connection
+            request_id = message.get("id") if isinstance(message, dict) else None
+            error = ProtocolError(f"server {self.name!r}: could not handle a message ({type(exc).__name__}: {exc})")
+            if jsonrpc.is_valid_id(request_id):
+                receiver.on_bad_message(error, request_id)
+            else:
+                log.debug("%s", error, exc_info=True)
+
+    def _batch(self, items: list[Any], receiver: Receiver) -> None:
+        """A JSON-RPC batch: allowed in 2025-03-26 only; otherwise it fails the requests it answers."""
+        if self._version in _BATCHES_ALLOWED:
+            for item in items:
+                if isinstance(item, dict):
+                    receiver.on_message(item)
+            return
+        error = ProtocolError(
+            f"server {self.name!r} answered with a JSON-RPC batch, which protocol version "
+            f"{self._version or '(none yet)'} does not allow"
+        )
+        named = False
+        for item in items:
+            request_id = item.get("id") if isinstance(item, dict) and "method" not in item else None
+            if jsonrpc.is_valid_id(request_id):
+                named = True
+                receiver.on_bad_message(error, request_id)
+        if not named:
+            self._warn("batch", f"{error}; skipped")
+
+    def _oversize(self, head: bytes, size: int) -> None:
+        assert self._receiver is not None
+        self._receiver.on_bad_message(
             ProtocolError(
                 f"server {self.name!r} sent a message of {size} bytes or more, over the limit of "
                 f"{self.max_message_bytes} bytes (raise max_message_bytes= if it is legitimate); it was skipped"
             ),
-            request_id,
+            jsonrpc.peek_id(head),
         )
 
-    def _on_stdout_closed(self) -> None:
+    def _on_stdout_closed(self, ended: str) -> None:
         receiver = self._receiver
-        returncode = self._exit_code(wait=0.0 if self._closing else 1.0)
-        if not self._closing:
+        closing = self._closing or ended == "closing"
+        returncode = self._exit_code(wait=0.0 if closing else 1.0)
+        if not closing:
             # Let the stderr drain catch the last words before reporting them.
             for thread in list(self._threads):
                 if thread.name.startswith("mcpcall-stderr-") and thread.ident is not None:
                     thread.join(1.0)
-        if returncode is None:
+        if ended and not closing:
+            what = ended if returncode is None else f"{_how_it_ended(returncode)} ({ended})"
+        elif returncode is None:
             what = "closed its stdout"
-        elif returncode < 0:
-            what = f"was killed by signal {-returncode}"
         else:
-            what = f"exited with code {returncode}"
-        reason = "the client was closed" if self._closing else "unexpectedly"
+            what = _how_it_ended(returncode)
+        reason = "the client was closed" if closing else "unexpectedly"
         exc = ConnectionClosed(
             f"server {self.name!r} {what} ({reason})",
             returncode=returncode,
@@ -307,8 +454,8 @@ class StdioTransport(Transport):
         if self._gone is None:
             self._gone = exc
         self._wake.set()
-        if not self._closing:
-            log.warning("%s", exc)
+        # Not logged: the pending requests (or the next one) carry it, with the stderr tail.
+        log.debug("%s", exc.reason)
         if receiver is not None:
             receiver.on_close(exc)
 
@@ -329,7 +476,7 @@ class StdioTransport(Transport):
     def _stderr_loop(self) -> None:
         proc = self.process
         assert proc is not None and proc.stderr is not None
-        stream = proc.stderr
+        fd = proc.stderr.fileno()
         option = self._stderr_option
         tail = self.stderr_tail
         sink: Callable[[str], None] | None = None
@@ -345,22 +492,43 @@ class StdioTransport(Transport):
                     flush()
 
         logger = self._stderr_logger
-        try:
-            while True:
-                raw = stream.readline(_STDERR_LINE_LIMIT)
-                if not raw:
-                    break
-                text = raw.decode("utf-8", "replace").rstrip("\r\n")
+        to_log = option is None or option == "log"
+        poller = select.poll()
+        poller.register(fd, _POLL_IN)
+        poller.register(self._wake_r, select.POLLIN)
+        partial = b""
+        while True:
+            try:
+                events = poller.poll()
+            except OSError:
+                return
+            if any(ready == self._wake_r for ready, _ in events):
+                return
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                return
+            if not chunk:
+                lines = [partial] if partial else []
+            else:
+                data = partial + chunk
+                lines = data.split(b"\n")
+                partial = lines.pop()
+                if len(partial) > _STDERR_LINE_LIMIT:  # an endless line: show it in pieces
+                    lines.append(partial)
+                    partial = b""
+            for raw in lines:
+                text = raw.decode("utf-8", "replace").rstrip("\r")
                 tail.append(text if len(text) <= 1000 else text[:1000] + "…")
                 if sink is not None:
                     try:
                         sink(text)
-                    except Exception:
-                        log.exception("stderr callback for server %r failed", self.name)
-                elif option is None or option == "log":
+                    except Exception:  # the drain must go on, or the server blocks on stderr
+                        log.debug("stderr callback for server %r failed", self.name, exc_info=True)
+                elif to_log:
                     logger.info("%s", text)
-        except (OSError, ValueError):
-            pass
+            if not chunk:
+                return
 
     # -- closing -----------------------------------------------------------------
 
@@ -369,7 +537,29 @@ class StdioTransport(Transport):
         """The exit code once the process has ended, else ``None``."""
         return self._exit_code(0.0)
 
+    def _forget_inherited(self) -> None:
+        """In a forked child: drop our copies of the parent's pipes; touch nothing else."""
+        self._closed = self._closing = True
+        self._stdin_fd = -1
+        proc = self.process
+        for stream in (proc.stdin, proc.stdout, proc.stderr) if proc is not None else ():
+            raw = getattr(stream, "raw", None)
+            if raw is not None:
+                try:
+                    raw.close()  # the raw file: no lock; the buffered one then counts as closed
+                except OSError:
+                    pass
+        for fd in (self._wake_r, self._wake_w, self._pidfd):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._wake_r = self._wake_w = self._pidfd = -1
+
     def close(self) -> None:
+        if self._owner.forked:
+            return  # the server is the parent's; _forget_inherited already let go of the pipes
         with self._close_lock:
             if self._closed:
                 return
@@ -401,15 +591,29 @@ class StdioTransport(Transport):
             proc.wait(timeout=5.0)
         except subprocess.TimeoutExpired:  # pragma: no cover - a process in uninterruptible sleep
             log.error("server %r (pid %d) did not die after SIGKILL", self.name, proc.pid)
+        # Wake the readers: a process outside the group (setsid) may still hold stdout or stderr.
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(2.0)
+                if thread.is_alive():  # pragma: no cover - only a callback stuck in user code
+                    log.warning("thread %s of server %r did not stop", thread.name, self.name)
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 try:
-                    stream.close()
+                    stream.close()  # never read through: its lock is free
                 except OSError:
                     pass
+        for fd in (self._wake_r, self._wake_w, self._pidfd):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._wake_r = self._wake_w = self._pidfd = -1
 
     def _flush_writer(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -426,6 +630,20 @@ class StdioTransport(Transport):
             pass
         except PermissionError as exc:  # pragma: no cover
             log.warning("could not signal server %r: %s", self.name, exc)
+
+
+def _head(pieces: list[bytes]) -> bytes:
+    """The first bytes of a line held in pieces (for reading its id)."""
+    head = b""
+    for piece in pieces:
+        head += piece[: _PEEK - len(head)]
+        if len(head) >= _PEEK:
+            break
+    return head
+
+
+def _how_it_ended(returncode: int) -> str:
+    return f"was killed by signal {-returncode}" if returncode < 0 else f"exited with code {returncode}"
 
 
 def _peek_exit(pid: int) -> int | None:

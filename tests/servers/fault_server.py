@@ -28,6 +28,13 @@ Fault modes:
 ``legacy-only``       pure legacy server: server/discover (even with modern _meta) gets -32601
 ``legacy-silent``     pure legacy server that ignores every request before initialize (no answer)
 ``modern-only``       pure modern server: initialize gets -32601 naming the supported versions
+``bad-answers``       tools/call of a tool named after a broken answer gets that answer as its one line:
+                      ``null-result``, ``no-code`` (an error without a code), ``array-result``,
+                      ``bad-utf8`` (a byte that is not UTF-8 inside the line), ``batch`` (the answer in a
+                      one-element JSON array); ``nested`` writes one line of 100,000 nested arrays,
+                      then answers normally
+``setsid-helper``     at start, spawn a helper in a session of its own that holds our stdout and
+                      stderr (``sleep 600``), its pid to ``--pidfile PATH``; close() cannot kill it
 
 Modes combine (``--fault garbage --fault duplicate``). The hooks it uses are
 :meth:`DemoServer.handle`, :meth:`DemoServer.send`, :meth:`DemoServer.on_eof` and
@@ -72,6 +79,8 @@ MODES = (
     "legacy-only",
     "legacy-silent",
     "modern-only",
+    "bad-answers",
+    "setsid-helper",
 )
 
 GARBAGE = b'this is not JSON\n[fault-server] still starting up...\n{"hello": 1}\n\n'
@@ -140,6 +149,8 @@ class FaultServer(DemoServer):
             self._before_tool_call(message)
             if "hang" in faults:
                 return
+            if "bad-answers" in faults and self._bad_answer(message):
+                return
         elif method in ("initialize", "server/discover") and "slow-init" in faults:
             time.sleep(self.delay)
         super().handle(message)
@@ -169,6 +180,27 @@ class FaultServer(DemoServer):
                 arguments["message"] = _BIG_MARKER  # swapped for the huge text in send()
                 with self._fault_lock:
                     self._big_ids.add(request_id)
+
+    def _bad_answer(self, message: JSON) -> bool:
+        """Answer a tools/call named after a broken answer with that answer; False for other tools."""
+        name = (message.get("params") or {}).get("name")
+        rid = message.get("id")
+        head = b'{"jsonrpc":"2.0","id":' + self.encode(rid).strip() + b","
+        lines = {
+            "null-result": head + b'"result":null}',
+            "no-code": head + b'"error":{"message":"no code here"}}',
+            "array-result": head + b'"result":[1,2]}',
+            "bad-utf8": head + b'"result":{"content":[{"type":"text","text":"\xff\xfe"}]}}',
+            "batch": b"[" + head + b'"result":{"content":[]}}]',
+        }
+        if name == "nested":
+            self.write_raw(b"[" * 100_000 + b"]" * 100_000 + b"\n")
+            return False
+        line = lines.get(str(name))
+        if line is None:
+            return False
+        self.write_raw(line + b"\n")
+        return True
 
     @staticmethod
     def _flood_stderr() -> None:
@@ -248,6 +280,17 @@ def _spawn_grandchild(pidfile: str | None, stdio: str) -> None:
     sys.stderr.flush()
 
 
+def _spawn_setsid_helper(pidfile: str | None) -> None:
+    """A process in a session of its own holding our stdout and stderr (the server's group signals miss it)."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], stdin=subprocess.DEVNULL,
+                             start_new_session=True)
+    _GRANDCHILDREN.append(child)
+    if pidfile:
+        tmp = f"{pidfile}.tmp"
+        Path(tmp).write_text(f"{child.pid}\n")
+        os.replace(tmp, pidfile)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the options, set up process-level faults and serve until EOF."""
     parser = build_arg_parser("fault_server.py")
@@ -271,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if "grandchild" in faults:
         _spawn_grandchild(args.pidfile, args.grandchild_stdio)
+    if "setsid-helper" in faults:
+        _spawn_setsid_helper(args.pidfile)
 
     server = FaultServer(
         faults,

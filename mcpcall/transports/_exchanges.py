@@ -1,0 +1,138 @@
+"""Abortable HTTP exchanges: any thread can stop a request's I/O at once, without waiting.
+
+A worker runs each request inside an :class:`Exchange` (``with exchange:``).
+The urllib3 connections that mcpcall's sessions use record every socket they
+open or reuse for it in that exchange, and the pool takes it back out when the
+connection returns to the pool. :meth:`Exchange.abort` then shuts exactly the
+sockets of that request — before its response headers, while its body streams,
+and on a close-delimited stream that ``http.client`` has already detached from
+its connection — and sets an event that ends any wait (a ``retry:`` delay). It
+never closes a response, never takes a lock another thread holds while doing
+I/O, and never touches a socket another request picked up next: the worker
+that owns the response closes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from typing import Any
+
+__all__ = ["Exchange", "tracked_pool_classes"]
+
+_current = threading.local()
+
+
+def _shut(sock: Any) -> None:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+class Exchange:
+    """One request's HTTP traffic; ``abort()`` is safe from any thread, any time, more than once."""
+
+    __slots__ = ("_sockets", "aborted", "label")
+
+    def __init__(self, label: Any = None) -> None:
+        self.label = label
+        #: Set by :meth:`abort`; waits between attempts use it to end early.
+        self.aborted = threading.Event()
+        self._sockets: list[Any] = []
+
+    def __repr__(self) -> str:
+        return f"<Exchange {self.label!r}{' aborted' if self.aborted.is_set() else ''}>"
+
+    def attach(self, sock: Any) -> None:
+        self._sockets.append(sock)
+        if self.aborted.is_set():
+            _shut(sock)
+
+    def detach(self, sock: Any) -> None:
+        with contextlib.suppress(ValueError):
+            self._sockets.remove(sock)
+
+    def abort(self) -> None:
+        """Stop this request's I/O: shut its sockets (a syscall that does not block) and wake its waits."""
+        self.aborted.set()
+        for sock in list(self._sockets):
+            _shut(sock)
+
+    def __enter__(self) -> Exchange:  # noqa: PYI034 - no typing_extensions for Self on 3.9/3.10
+        _current.exchange = self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _current.exchange = None
+        self._sockets.clear()
+
+
+def _track(connection: Any) -> None:
+    exchange = getattr(_current, "exchange", None)
+    sock = getattr(connection, "sock", None)
+    if exchange is None or sock is None or connection._mcpcall_sock is sock:
+        return
+    _untrack(connection)
+    connection._mcpcall_exchange = exchange
+    connection._mcpcall_sock = sock
+    exchange.attach(sock)
+
+
+def _untrack(connection: Any) -> None:
+    exchange = getattr(connection, "_mcpcall_exchange", None)
+    if exchange is not None:
+        exchange.detach(connection._mcpcall_sock)
+    connection._mcpcall_exchange = None
+    connection._mcpcall_sock = None
+
+
+_classes: dict[str, Any] = {}
+
+
+def tracked_pool_classes() -> dict[str, Any]:
+    """urllib3 pool classes (by scheme) whose connections record their sockets in the current exchange."""
+    if not _classes:
+        from urllib3 import connection, connectionpool
+
+        class _HTTPConnection(connection.HTTPConnection):
+            _mcpcall_exchange: Any = None
+            _mcpcall_sock: Any = None
+
+            def connect(self) -> None:
+                super().connect()
+                _track(self)
+
+            def request(self, *args: Any, **kwargs: Any) -> None:
+                _track(self)  # a reused connection: its socket exists already
+                super().request(*args, **kwargs)
+
+        class _HTTPSConnection(connection.HTTPSConnection):
+            _mcpcall_exchange: Any = None
+            _mcpcall_sock: Any = None
+
+            def connect(self) -> None:
+                super().connect()
+                _track(self)
+
+            def request(self, *args: Any, **kwargs: Any) -> None:
+                _track(self)
+                super().request(*args, **kwargs)
+
+        class _HTTPPool(connectionpool.HTTPConnectionPool):
+            ConnectionCls = _HTTPConnection
+
+            def _put_conn(self, conn: Any) -> None:
+                if conn is not None:
+                    _untrack(conn)  # back in the pool: no longer this request's to abort
+                super()._put_conn(conn)
+
+        class _HTTPSPool(connectionpool.HTTPSConnectionPool):
+            ConnectionCls = _HTTPSConnection
+
+            def _put_conn(self, conn: Any) -> None:
+                if conn is not None:
+                    _untrack(conn)
+                super()._put_conn(conn)
+
+        _classes.update(http=_HTTPPool, https=_HTTPSPool)
+    return _classes
