@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._version import __version__
-from .client import LATEST_LEGACY_VERSION, LATEST_MODERN_VERSION, LEGACY_VERSIONS, MODERN_VERSIONS, Client, Handler
+from .client import LATEST_LEGACY_VERSION, LATEST_MODERN_VERSION, LEGACY_VERSIONS, MODERN_VERSIONS, Client, Handler, close_all
 from .config import ServerSpec, make_transport
 from .dispatcher import RequestFuture
 from .errors import (
@@ -23,6 +23,7 @@ from .errors import (
     ConnectionClosed,
     ForkedClient,
     HTTPError,
+    InvalidRequest,
     MCPError,
     ProtocolError,
     RequestTimeout,
@@ -46,6 +47,7 @@ __all__ = [
     "HTTPError",
     "Handler",
     "Implementation",
+    "InvalidRequest",
     "MCPError",
     "ProtocolError",
     "RPCError",
@@ -56,6 +58,7 @@ __all__ = [
     "ToolError",
     "UnsupportedVersion",
     "__version__",
+    "close_all",
     "connect",
 ]
 

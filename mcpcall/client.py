@@ -6,19 +6,29 @@
 - **modern** (2026-07-28): no handshake; every request carries the protocol
   version, client capabilities and client info in ``params._meta``; a server
   needing input answers ``resultType: "input_required"`` and the request is
-  retried with the answers (multi round-trip requests).
+  retried with the answers (multi round-trip requests), all rounds under the
+  one deadline of the call.
 
 How the era is chosen lives in :mod:`mcpcall.eras`.
+
+Lifecycle: a client owns a transport, a dispatcher and a callbacks thread
+(:class:`_Connection`). ``close()``, leaving a ``with`` block, interpreter exit,
+and the garbage collector (with a ``ResourceWarning``, as for an unclosed file)
+close it; none of mcpcall's threads keeps a client reachable. In a forked child
+a client only lets go (see :mod:`mcpcall.forking`).
 """
 
 from __future__ import annotations
 
 import atexit
 import logging
+import math
 import threading
+import warnings
 import weakref
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
+from time import monotonic
 from typing import Any, Callable
 
 from . import jsonrpc
@@ -30,11 +40,14 @@ from .eras import (
     LATEST_MODERN_VERSION,
     LEGACY_VERSIONS,
     MODERN_VERSIONS,
-    EraNegotiation,
+    Agreement,
+    Negotiator,
 )
-from .errors import ConfigError, ConnectionClosed, ProtocolError, RPCError, UnsupportedVersion
+from .errors import ConfigError, ConnectionClosed, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
+from .forking import Owned
 from .headers import InvalidHeaderAnnotation, header_params
-from .schema import output_check
+from .scheduler import Deadline, get_scheduler
+from .schema import Check, output_check
 from .transports.base import Transport
 from .types import CallToolResult, Implementation, Tool, parse_call_result, parse_tool
 
@@ -45,6 +58,7 @@ __all__ = [
     "MODERN_VERSIONS",
     "Client",
     "Handler",
+    "close_all",
 ]
 
 log = logging.getLogger("mcpcall.client")
@@ -70,10 +84,78 @@ _LOG_LEVELS = {
     "emergency": logging.CRITICAL,
 }
 
-_live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
+
+class _Connection:
+    """What a client owns and must close: no reference back to the client.
+
+    Kept apart so that the garbage collector can close an unreachable client:
+    its finalizer holds this, never the client itself.
+    """
+
+    def __init__(self, transport: Transport, dispatcher: Dispatcher, callbacks: CallbackRunner, name: str) -> None:
+        self.transport = transport
+        self.dispatcher = dispatcher
+        self.callbacks = callbacks
+        self.name = name
+        self.owner = Owned()
+        self.closed = False
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        if self.owner.forked:
+            # The parent's threads may have held any of our locks at the fork; its server,
+            # session and buffered files are its own. Let go of everything, touch nothing.
+            self.closed = True
+            _open.discard(self)
+            return
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+        try:
+            self.dispatcher.fail_all(ConnectionClosed(f"client for server {self.name!r} was closed"))
+            self.dispatcher.transport.close()
+        finally:
+            self.callbacks.close()
+            _open.discard(self)
 
 
-class Client(EraNegotiation):
+#: Every connection not yet closed (closed at interpreter exit).
+_open: set[_Connection] = set()
+
+
+def _collected(connection: _Connection) -> None:
+    """The client of ``connection`` became unreachable without close(): close it, with a warning."""
+    if connection.closed:
+        return
+    if connection.owner.forked:
+        connection.close()
+        return
+    warnings.warn(
+        f"unclosed mcpcall client for server {connection.name!r} (close it, or use it in a with block)",
+        ResourceWarning,
+        stacklevel=2,
+    )
+    # Closing can take seconds (the stdio close ladder), and the collector may run anywhere.
+    try:
+        threading.Thread(target=connection.close, name=f"mcpcall-close-{connection.name}", daemon=True).start()
+    except RuntimeError:  # interpreter shutting down: no new threads
+        connection.close()
+
+
+def _weakly(method: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    """``method`` of an object, called only while the object lives (threads must not keep clients alive)."""
+    ref = weakref.WeakMethod(method)
+
+    def call(message: dict[str, Any]) -> None:
+        bound = ref()
+        if bound is not None:
+            bound(message)
+
+    return call
+
+
+class Client:
     """A connection to one MCP server. Thread-safe; use it as a context manager.
 
     Build one with :func:`mcpcall.connect`. Every method that waits takes a
@@ -99,15 +181,15 @@ class Client(EraNegotiation):
                 f"protocol must be 'auto', 'legacy', 'modern' or one of "
                 f"{', '.join(MODERN_VERSIONS + LEGACY_VERSIONS)}; got {protocol!r}"
             )
-        self.transport = transport
+        if not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise ConfigError(f"timeout must be positive seconds (math.inf for none), not {timeout!r}")
         self.name = transport.name
-        self.timeout = timeout
+        self.timeout = float(timeout)
         self.protocol = protocol
         self.probe_timeout = probe_timeout
         #: Check structured tool results against the outputSchema seen in list_tools().
         self.validate_output = validate_output
-        self._output_schemas: dict[str, Any] = {}
-        self._output_checks: dict[str, Any] = {}
+        self._output_checks: dict[str, Check] = {}
         self.log_level = log_level
         if client_info is None:
             self.client_info = Implementation(name="mcpcall", version=_version)
@@ -116,15 +198,23 @@ class Client(EraNegotiation):
         else:
             self.client_info = Implementation.from_wire(dict(client_info))
         self._handlers: dict[str, Handler] = dict(handlers or {})
-        self._client_capabilities = self._capabilities_for(capabilities)
         self._notification_handlers: dict[str, list[Callable[[dict[str, Any]], None]]] = {}
         self.callbacks = CallbackRunner(self.name)
         self.dispatcher = Dispatcher(
             transport,
             name=self.name,
             callbacks=self.callbacks,
-            on_request=self._on_server_request,
-            on_notification=self._on_server_notification,
+            on_request=_weakly(self._on_server_request),
+            on_notification=_weakly(self._on_server_notification),
+        )
+        self._negotiator = Negotiator(
+            self.dispatcher,
+            protocol=protocol,
+            probe_timeout=probe_timeout,
+            client_info=self.client_info,
+            capabilities=self._capabilities_for(capabilities),
+            log_level=log_level,
+            switch_transport=self._switch_transport,
         )
         self.era: str | None = None
         self.protocol_version: str | None = None
@@ -133,27 +223,57 @@ class Client(EraNegotiation):
         self.instructions: str | None = None
         self.supported_versions: list[str] = []
         self._meta: dict[str, Any] = {}
-        self._closed = False
-        self._close_lock = threading.Lock()
         self._session_lock = threading.Lock()
         self._server_logger = logging.getLogger(f"mcpcall.server.{self.name}")
+        self._connection = _Connection(transport, self.dispatcher, self.callbacks, self.name)
+        self._finalizer = weakref.finalize(self, _collected, self._connection)
+        self._finalizer.atexit = False  # at exit, close_all() closes what is open, without warnings
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else (self.protocol_version or "not connected")
+        state = "closed" if self.closed else (self.protocol_version or "not connected")
         return f"<mcpcall.Client {self.name!r} {state}>"
+
+    @property
+    def transport(self) -> Transport:
+        """The transport in use (it changes once if auto falls back to HTTP+SSE)."""
+        return self.dispatcher.transport
 
     # -- lifecycle ---------------------------------------------------------------
 
     def connect(self) -> Client:
-        """Start the transport and agree on a protocol era and version."""
-        _live_clients.add(self)
+        """Start the transport and agree on a protocol era and version, within ``timeout`` in all."""
+        self._connection.owner.check(self.name)
+        _open.add(self._connection)
         try:
-            self.transport.start(self.dispatcher)
-            self._negotiate()
+            deadline = monotonic() + self.timeout
+            self.transport.start(self.dispatcher, timeout=self.timeout)
+            if monotonic() >= deadline:
+                raise RequestTimeout(
+                    f"server {self.name!r} did not finish connecting within {self.timeout:g} s (starting the transport)",
+                    timeout=self.timeout,
+                )
+            self._adopt(self._negotiator.negotiate(self.timeout, deadline))
         except BaseException:
             self.close()
             raise
         return self
+
+    def _adopt(self, agreement: Agreement) -> None:
+        self.era = agreement.era
+        self.protocol_version = agreement.version
+        self.supported_versions = agreement.supported_versions
+        self.capabilities = agreement.capabilities
+        self.server_info = agreement.server_info
+        self.instructions = agreement.instructions
+        self._meta = self._negotiator.request_meta(agreement.version) if agreement.era == "modern" else {}
+
+    def _switch_transport(self, transport: Transport, timeout: float) -> None:
+        """Replace the transport (auto's fallback to HTTP+SSE) and start the new one."""
+        old = self.dispatcher.transport
+        self.dispatcher.transport = transport
+        self._connection.transport = transport
+        old.close()
+        transport.start(self.dispatcher, timeout=timeout)
 
     def __enter__(self) -> Client:  # noqa: PYI034 - no typing_extensions dependency for Self on 3.9/3.10
         return self
@@ -162,24 +282,18 @@ class Client(EraNegotiation):
         self.close()
 
     def close(self) -> None:
-        """Fail what is in flight, stop the server (stdio) or connection, end every thread."""
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True
-        self.dispatcher.fail_all(ConnectionClosed(f"client for server {self.name!r} was closed"))
-        try:
-            self.transport.close()
-        finally:
-            self.callbacks.close()
-            _live_clients.discard(self)
+        """Fail what is in flight, stop the server (stdio) or connection, end every thread.
+
+        In a process forked from the one that connected, only lets go of the
+        client: the server and its session belong to the parent.
+        """
+        self._finalizer.detach()
+        self._connection.close()
 
     @property
     def closed(self) -> bool:
         """True once :meth:`close` was called."""
-        return self._closed
-
-    # -- era negotiation -----------------------------------------------------------
+        return self._connection.closed
 
     def _capabilities_for(self, explicit: Mapping[str, Any] | None) -> dict[str, Any]:
         caps: dict[str, Any] = {}
@@ -220,23 +334,36 @@ class Client(EraNegotiation):
 
         In the modern era the per-request ``_meta`` is added, and a request that
         needs input (``input_required``) is answered through the handlers and
-        retried until it completes.
+        retried until it completes, within the one ``timeout``.
         """
         call = _Call(method, params, timeout, None, on_progress, reset_timeout_on_progress, max_timeout)
         return self._send(call)
 
     def _send(self, call: _Call) -> RequestFuture:
-        if self._closed:
+        self._connection.owner.check(self.name)
+        if self._connection.closed:
             raise ConnectionClosed(f"client for server {self.name!r} is closed")
         if self.transport.session_lost:
             self._new_session()
         if call.timeout is None:
             call.timeout = self.timeout
-        future = RequestFuture(call.method, call)
+        if call.timeout != math.inf:
+            if call.timeout <= 0:
+                raise ValueError(f"timeout must be positive seconds, not {call.timeout!r}")
+            limit = call.max_timeout if call.reset and call.max_timeout is not None else call.timeout
+            call.deadline = monotonic() + (math.inf if call.reset and call.max_timeout is None else limit)
+        future = RequestFuture(call.method, call, self.callbacks)
         return self._dispatch(call, future)
 
     def _dispatch(self, call: _Call, future: RequestFuture) -> RequestFuture:
         """Send ``call`` (again) under a new id, completing ``future``."""
+        deadline: float | None = None
+        if call.rounds or call.retried:
+            # A later round: what is left of the call's one deadline.
+            deadline = call.deadline
+            if deadline - monotonic() <= 0:
+                future.fail(self._call_timeout(call))
+                return future
         if self.era == "modern":
             params: dict[str, Any] | None = self._params(call.params, self._meta)
             transform: Any = self._modern_result
@@ -249,6 +376,7 @@ class Client(EraNegotiation):
             call.method,
             params,
             call.timeout,
+            deadline=deadline if deadline != math.inf else None,
             transform=transform,
             on_error=on_error,
             on_progress=call.on_progress,
@@ -257,19 +385,41 @@ class Client(EraNegotiation):
             future=future,
         )
 
+    def _call_timeout(self, call: _Call) -> RequestTimeout:
+        timeout = call.timeout or 0.0
+        rounds = f" in {call.rounds + 1} rounds" if call.rounds else ""
+        return RequestTimeout(
+            f"server {self.name!r} did not complete {call.method} within {timeout:g} s{rounds} "
+            "(raise timeout= if the operation is slow)",
+            method=call.method,
+            timeout=timeout,
+        )
+
     def _modern_result(self, result: dict[str, Any], future: RequestFuture) -> Any:
-        """Check ``resultType``; on ``input_required`` take over and retry with the answers."""
+        """Check ``resultType``; on ``input_required`` take over and answer on the callbacks thread."""
         call: _Call = future.context
         kind = result.get("resultType", "complete")
         if kind == "complete":
             return call.transform(result, future) if call.transform is not None else result
         if kind == "input_required" and call.method in _MRTR_METHODS:
-            call.rounds += 1
-            if call.rounds > _MAX_ROUNDS:
+            if call.rounds + 1 >= _MAX_ROUNDS:
                 raise ProtocolError(f"server {self.name!r} asked for input {_MAX_ROUNDS} times on one {call.method}; gave up")
+            self._guard_gap(call, future)
             self.callbacks.submit(self._answer_input_required, call, result, future)
             return CONTINUED
         raise ProtocolError(f"server {self.name!r} answered {call.method} with resultType {kind!r}, which mcpcall does not know")
+
+    def _guard_gap(self, call: _Call, future: RequestFuture) -> None:
+        """Between rounds no request is pending: the call's own deadline still runs."""
+        if call.deadline == math.inf:
+            return
+        timeout_error = self._call_timeout(call)
+
+        def expire() -> None:
+            future.fail(timeout_error)
+
+        gap: Deadline = get_scheduler().schedule(max(0.0, call.deadline - monotonic()), expire)
+        Future.add_done_callback(future, lambda _: gap.cancel())
 
     def _modern_error(self, exc: BaseException, future: RequestFuture) -> Any:
         """Retry once on a version the server names (-32022) or after re-listing tools (-32020)."""
@@ -281,12 +431,14 @@ class Client(EraNegotiation):
             if not common:
                 return None
             call.retried = True
-            self._meta = self._request_meta(common[0])
+            self._meta = self._negotiator.request_meta(common[0])
             self.protocol_version = common[0]
+            self._guard_gap(call, future)
             self.callbacks.submit(self._retry, call, future)
             return CONTINUED
         if exc.code == jsonrpc.HEADER_MISMATCH and call.method == "tools/call":
             call.retried = True
+            self._guard_gap(call, future)
             self.callbacks.submit(self._relist_and_retry, call, future)
             return CONTINUED
         return None
@@ -296,20 +448,21 @@ class Client(EraNegotiation):
             return
         try:
             self._dispatch(call, future)
-        except Exception as exc:  # noqa: BLE001 - the caller's Future carries it
-            if not future.done():
-                future.set_exception(exc)
+        except BaseException as exc:  # noqa: BLE001 - the caller's Future carries it
+            future.fail(exc)
 
     def _relist_and_retry(self, call: _Call, future: RequestFuture) -> None:
         try:
-            self.list_tools(timeout=call.timeout)
-        except Exception as exc:  # noqa: BLE001
+            left = call.deadline - monotonic()
+            if left > 0:
+                self.list_tools(timeout=left if left != math.inf else None)
+        except Exception as exc:  # noqa: BLE001 - the retry shows what is still wrong
             log.debug("re-listing tools after a header mismatch failed: %s", exc)
         self._retry(call, future)
 
     def _answer_input_required(self, call: _Call, result: dict[str, Any], future: RequestFuture) -> None:
         if future.done():
-            return
+            return  # cancelled or timed out before its turn
         try:
             requests = result.get("inputRequests")
             responses: dict[str, Any] = {}
@@ -318,6 +471,8 @@ class Client(EraNegotiation):
                     if not isinstance(req, dict) or not isinstance(req.get("method"), str):
                         raise ProtocolError(f"server {self.name!r} sent a malformed input request {key!r}")
                     responses[key] = self._run_handler(req["method"], req.get("params") or {})
+                    if future.done():
+                        return
             retry = dict(call.params or {})
             retry.pop("inputResponses", None)
             retry.pop("requestState", None)
@@ -327,11 +482,11 @@ class Client(EraNegotiation):
             if isinstance(state, str):
                 retry["requestState"] = state
             follow_up = call.with_params(retry)
+            follow_up.rounds += 1
             future.context = follow_up
             self._dispatch(follow_up, future)
-        except Exception as exc:  # noqa: BLE001 - a handler's failure belongs to the caller's Future
-            if not future.done():
-                future.set_exception(exc)
+        except BaseException as exc:  # noqa: BLE001 - a handler's failure belongs to the caller's Future
+            future.fail(exc)
 
     @staticmethod
     def _wait(future: Future[Any]) -> Any:
@@ -343,6 +498,13 @@ class Client(EraNegotiation):
                 future.cancel()  # interrupted while waiting (Ctrl-C): tell the server
             raise
 
+    def _new_session(self) -> None:
+        """The server dropped our (legacy HTTP) session: initialize again, once, for everyone."""
+        with self._session_lock:
+            if self.transport.session_lost and self.protocol_version is not None:
+                log.info("server %r: starting a new session", self.name)
+                self._adopt(self._negotiator.initialize(self.protocol_version, self.timeout))
+
     # -- typed methods ---------------------------------------------------------------
 
     def list_tools(self, timeout: float | None = None) -> list[Tool]:
@@ -352,14 +514,16 @@ class Client(EraNegotiation):
         break the rules is left out, with a warning, as the spec requires.
         """
         tools = [parse_tool(item) for item in self._paginate("tools/list", "tools", timeout)]
-        self._output_schemas = {tool.name: tool.output_schema for tool in tools if tool.output_schema is not None}
         # Compiled here, on the caller's thread: results are checked on the reader thread,
         # which must not spend its time importing jsonschema or compiling schemas.
-        self._output_checks = {
-            name: output_check(schema, tool=name, server=self.name)
-            for name, schema in self._output_schemas.items()
-            if self.validate_output
-        }
+        checks: dict[str, Check] = {}
+        if self.validate_output:
+            for tool in tools:
+                if tool.output_schema is not None:
+                    check = output_check(tool.output_schema, tool=tool.name, server=self.name)
+                    if check is not None:
+                        checks[tool.name] = check
+        self._output_checks = checks
         registry = getattr(self.transport, "tool_headers", None)
         if registry is None or self.era != "modern":
             return tools
@@ -406,10 +570,16 @@ class Client(EraNegotiation):
 
         ``future.cancel()`` cancels the call at the server too.
         """
+        if not isinstance(name, str):
+            raise TypeError(f"the tool name must be a string, not {type(name).__name__}")
+        if arguments is not None and not isinstance(arguments, Mapping):
+            raise TypeError(
+                f"call_tool({name!r}, ...): arguments must be a mapping of argument names to values "
+                f"(a dict such as {{'message': ...}}), not {type(arguments).__name__}"
+            )
         params: dict[str, Any] = {"name": name, "arguments": dict(arguments) if arguments else {}}
         if meta:
             params["_meta"] = dict(meta)
-
         call = _Call("tools/call", params, timeout, self._call_result, on_progress, reset_timeout_on_progress, max_timeout)
         return self._send(call)
 
@@ -417,8 +587,8 @@ class Client(EraNegotiation):
         params = future.context.params if future.context is not None else None
         name = params.get("name", "") if isinstance(params, dict) else ""
         parsed = parse_call_result(result, name)
-        if self.validate_output and not parsed.is_error and name in self._output_checks:
-            check = self._output_checks[name]
+        if self.validate_output and not parsed.is_error:
+            check = self._output_checks.get(name)
             if check is not None:
                 if parsed.structured_content is None:
                     raise ProtocolError(
@@ -483,7 +653,7 @@ class Client(EraNegotiation):
             params["arguments"] = dict(arguments)
         return self._wait(self._send(_Call("prompts/get", params, timeout)))  # type: ignore[no-any-return]
 
-    # -- what the server sends us ----------------------------------------------------
+    # -- what the server sends us (handed to the callbacks thread) -------------------
 
     def set_handler(self, method: str, handler: Handler | None) -> None:
         """Answer the server's ``method`` requests with ``handler(params) -> result``.
@@ -524,7 +694,7 @@ class Client(EraNegotiation):
             reply = jsonrpc.result_response(message["id"], result)
         except RPCError as exc:
             reply = jsonrpc.error_response(message["id"], exc.code, exc.message, exc.data)
-        except Exception as exc:
+        except BaseException as exc:  # user code may raise anything; the server still gets an answer
             log.exception("handler for %s failed", message["method"])
             reply = jsonrpc.error_response(message["id"], jsonrpc.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
         self.dispatcher.reply(reply)
@@ -534,18 +704,35 @@ class Client(EraNegotiation):
         params = message.get("params")
         params = params if isinstance(params, dict) else {}
         if method == "notifications/message":
-            level = _LOG_LEVELS.get(str(params.get("level")), logging.INFO)
-            self._server_logger.log(level, "%s", params.get("data"))
+            self.callbacks.submit(self._log_server_message, params)
         callbacks = self._notification_handlers.get(method, []) + self._notification_handlers.get("*", [])
         for callback in callbacks:
             self.callbacks.submit(callback, params)
 
+    def _log_server_message(self, params: dict[str, Any]) -> None:
+        level = _LOG_LEVELS.get(str(params.get("level")), logging.INFO)
+        logger = params.get("logger")
+        if isinstance(logger, str) and logger:
+            self._server_logger.log(level, "[%s] %s", logger, params.get("data"))
+        else:
+            self._server_logger.log(level, "%s", params.get("data"))
 
 
 class _Call:
     """What a request needs to be sent again (a retry, a multi-round-trip round)."""
 
-    __slots__ = ("max_timeout", "method", "on_progress", "params", "reset", "retried", "rounds", "timeout", "transform")
+    __slots__ = (
+        "deadline",
+        "max_timeout",
+        "method",
+        "on_progress",
+        "params",
+        "reset",
+        "retried",
+        "rounds",
+        "timeout",
+        "transform",
+    )
 
     def __init__(
         self,
@@ -566,12 +753,14 @@ class _Call:
         self.max_timeout = max_timeout
         self.rounds = 0
         self.retried = False
+        self.deadline = math.inf  # monotonic time by which every round must be done
 
     def with_params(self, params: dict[str, Any]) -> _Call:
         """The same call with other params (the original stays as it was)."""
         other = _Call(self.method, params, self.timeout, self.transform, self.on_progress, self.reset, self.max_timeout)
         other.rounds = self.rounds
         other.retried = self.retried
+        other.deadline = self.deadline
         return other
 
 
@@ -588,16 +777,13 @@ def _with_defaults(result: dict[str, Any], schema: Any) -> dict[str, Any]:
     return {**result, "content": content}
 
 
-
-
 def close_all() -> None:
-    """Close every open client (runs at interpreter exit)."""
-    for client in list(_live_clients):
+    """Close every open client of this process (runs at interpreter exit; a forked child only lets go)."""
+    for connection in list(_open):
         try:
-            client.close()
-        except Exception:  # pragma: no cover
-            log.debug("closing %r at exit failed", client, exc_info=True)
+            connection.close()
+        except Exception:  # exiting anyway
+            log.debug("closing the client for %r at exit failed", connection.name, exc_info=True)
 
 
 atexit.register(close_all)
-

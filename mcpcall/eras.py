@@ -6,19 +6,24 @@
 
 With ``protocol="auto"`` the client probes with ``server/discover``: a result,
 or a -32022 naming a modern version, means modern; any other error or silence
-within ``probe_timeout`` means legacy, and ``initialize`` follows; over HTTP, a
-refused Streamable HTTP endpoint falls back to the HTTP+SSE transport. What
-auto found is remembered per server command (or URL) for the life of the process.
+within the probe's share of the time means legacy, and ``initialize`` follows;
+over HTTP with ``transport="auto"``, a refused Streamable HTTP endpoint falls
+back to the HTTP+SSE transport. What auto found is remembered per server
+command (or URL) for the life of the process.
 
-:class:`EraNegotiation` is the part of :class:`mcpcall.Client` that does this.
+The whole of it — probe, handshake, fallback — runs against one deadline: the
+client's ``timeout``. :class:`Negotiator` does the work and returns an
+:class:`Agreement`; it holds no session state of its own.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from concurrent.futures import Future
-from typing import Any
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from time import monotonic
+from typing import Any, Callable
 
 from .dispatcher import Dispatcher
 from .errors import HTTPError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
@@ -29,8 +34,10 @@ __all__ = [
     "LATEST_LEGACY_VERSION",
     "LATEST_MODERN_VERSION",
     "LEGACY_VERSIONS",
+    "META_VERSION",
     "MODERN_VERSIONS",
-    "EraNegotiation",
+    "Agreement",
+    "Negotiator",
 ]
 
 log = logging.getLogger("mcpcall.client")
@@ -50,81 +57,126 @@ META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 _era_cache: dict[Any, tuple[str, str]] = {}
 
 
-class EraNegotiation:
-    """Agreeing on an era and version with the server (mixed into the Client)."""
+@dataclass
+class Agreement:
+    """What the server and the client agreed on."""
 
-    # What the Client provides.
-    transport: Transport
-    dispatcher: Dispatcher
-    name: str
-    timeout: float
-    protocol: str
-    probe_timeout: float
-    log_level: str | None
-    client_info: Implementation
-    _client_capabilities: dict[str, Any]
-    _session_lock: threading.Lock
-
-    # What negotiation finds out.
-    era: str | None
-    protocol_version: str | None
-    server_info: Implementation | None
-    capabilities: dict[str, Any]
-    instructions: str | None
+    era: str
+    version: str
     supported_versions: list[str]
-    _meta: dict[str, Any]
+    capabilities: dict[str, Any] = field(default_factory=dict)
+    server_info: Implementation | None = None
+    instructions: str | None = None
 
-    def request(self, method: str, params: dict[str, Any] | None = None, timeout: float | None = None) -> Future[dict[str, Any]]:
-        raise NotImplementedError  # provided by the Client
 
-    def _cache_key(self) -> Any:
-        return getattr(self.transport, "era_cache_key", None)
+class _Budget:
+    """The connect deadline, and what each step of it got (for the message when it runs out)."""
 
-    def _negotiate(self) -> None:
+    def __init__(self, name: str, timeout: float, deadline: float | None = None) -> None:
+        self.name = name
+        self.timeout = timeout
+        if deadline is None:
+            deadline = monotonic() + timeout if timeout != math.inf else math.inf
+        self.deadline = deadline
+        self.steps: list[str] = []
+
+    def remaining(self, step: str) -> float:
+        left = self.deadline - monotonic()
+        if left <= 0:
+            raise self.exhausted(step)
+        return left
+
+    def exhausted(self, step: str) -> RequestTimeout:
+        tried = f" ({'; '.join(self.steps)})" if self.steps else ""
+        return RequestTimeout(
+            f"server {self.name!r} did not finish connecting within {self.timeout:g} s: no answer to {step}{tried}",
+            method=step,
+            timeout=self.timeout,
+        )
+
+
+class Negotiator:
+    """Agrees on an era and version with the server behind ``dispatcher``."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        *,
+        protocol: str,
+        probe_timeout: float,
+        client_info: Implementation,
+        capabilities: Mapping[str, Any],
+        log_level: str | None,
+        switch_transport: Callable[[Transport, float], None],
+    ) -> None:
+        self.dispatcher = dispatcher
+        self.name = dispatcher.name
+        self.protocol = protocol
+        self.probe_timeout = probe_timeout
+        self.client_info = client_info
+        self.capabilities = dict(capabilities)
+        self.log_level = log_level
+        self._switch_transport = switch_transport
+
+    @property
+    def transport(self) -> Transport:
+        return self.dispatcher.transport
+
+    def request_meta(self, version: str) -> dict[str, Any]:
+        """The ``_meta`` every modern request carries."""
+        meta: dict[str, Any] = {
+            META_VERSION: version,
+            META_CAPABILITIES: self.capabilities,
+            META_CLIENT_INFO: self.client_info.to_wire(),
+        }
+        if self.log_level:
+            meta[META_LOG_LEVEL] = self.log_level
+        return meta
+
+    # -- the whole negotiation ------------------------------------------------------
+
+    def negotiate(self, timeout: float, deadline: float | None = None) -> Agreement:
+        """Find the era and version, within ``timeout`` seconds in all (or by ``deadline``, a monotonic time)."""
+        budget = _Budget(self.name, timeout, deadline)
         protocol = self.protocol
         if protocol in LEGACY_VERSIONS:
-            self._initialize(protocol)
-            return
+            return self._initialize(protocol, budget)
         if protocol == "legacy":
-            self._initialize(LATEST_LEGACY_VERSION)
-            return
+            return self._initialize(LATEST_LEGACY_VERSION, budget)
         if protocol in MODERN_VERSIONS:
-            self._discover(protocol, probe=False)
-            return
+            return self._discover_or_fail(protocol, budget)
         if protocol == "modern":
-            self._discover(LATEST_MODERN_VERSION, probe=False)
-            return
-        if getattr(self.transport, "legacy_only", False):
-            self._initialize(LATEST_LEGACY_VERSION)
-            return
-        key = self._cache_key()
+            return self._discover_or_fail(LATEST_MODERN_VERSION, budget)
+        if self.transport.legacy_only:
+            return self._initialize(LATEST_LEGACY_VERSION, budget)
+        key = self.transport.era_cache_key
         cached = _era_cache.get(key) if key is not None else None
         if cached is not None:
             era, version = cached
             try:
                 if era == "modern":
-                    self._discover(version, probe=False)
-                else:
-                    self._initialize(version)
-                return
-            except (RPCError, ProtocolError, RequestTimeout, HTTPError):
-                log.info("server %r no longer speaks %s %s; probing again", self.name, era, version)
+                    return self._discover_or_fail(version, budget)
+                return self._initialize(version, budget)
+            except (RPCError, ProtocolError, HTTPError) as exc:
+                log.info("server %r no longer speaks %s %s (%s); probing again", self.name, era, version, exc)
                 _era_cache.pop(key, None)
-        if self._discover(LATEST_MODERN_VERSION, probe=True):
-            return
+        found = self._discover(LATEST_MODERN_VERSION, budget, probe=True)
+        if found is not None:
+            return found
         try:
-            self._initialize(LATEST_LEGACY_VERSION)
+            return self._initialize(LATEST_LEGACY_VERSION, budget)
         except HTTPError as exc:
             # Streamable HTTP refused (400/404/405): maybe the 2024-11-05 HTTP+SSE transport.
-            fallback = getattr(self.transport, "fallback", None)
+            fallback = self.transport.fallback()
             if exc.status not in (400, 404, 405) or fallback is None:
                 raise
             log.info("server %r refused Streamable HTTP (%s); trying the HTTP+SSE transport", self.name, exc)
+            budget.steps.append(f"Streamable HTTP got HTTP {exc.status}")
             try:
-                self._switch_transport(fallback())
-                self._initialize(LATEST_LEGACY_VERSION)
+                self._switch_transport(fallback, budget.remaining("the HTTP+SSE stream"))
+                return self._initialize(LATEST_LEGACY_VERSION, budget)
             except HTTPError as second:
-                url = getattr(self.transport, "url", "")
+                url = getattr(self.transport, "display_url", "the URL")
                 raise HTTPError(
                     f"{url} does not look like an MCP endpoint: Streamable HTTP got HTTP {exc.status}, "
                     f"HTTP+SSE got HTTP {second.status} (check the path, often /mcp or /sse)",
@@ -132,22 +184,23 @@ class EraNegotiation:
                     body=second.body,
                 ) from second
 
-    def _switch_transport(self, transport: Transport) -> None:
-        self.transport.close()
-        self.transport = transport
-        self.dispatcher.transport = transport
-        transport.start(self.dispatcher)
+    def _discover_or_fail(self, version: str, budget: _Budget) -> Agreement:
+        found = self._discover(version, budget, probe=False)
+        assert found is not None  # not probing: it raises instead
+        return found
 
-    def _discover(self, version: str, *, probe: bool) -> bool:
-        """Call server/discover at ``version``; on a modern answer adopt it and return True.
+    def _discover(self, version: str, budget: _Budget, *, probe: bool) -> Agreement | None:
+        """Call server/discover at ``version``; a modern answer is adopted.
 
-        When probing, a non-modern error or silence returns False (legacy server).
+        When probing, a non-modern error or silence returns None (a legacy server).
         """
         attempts = 0
         while True:
             attempts += 1
-            timeout = min(self.probe_timeout, self.timeout) if probe else self.timeout
-            params = {"_meta": self._request_meta(version)}
+            left = budget.remaining("server/discover")
+            # A probe leaves at least half the time to initialize, for legacy servers that ignore it.
+            timeout = min(self.probe_timeout, left / 2) if probe else left
+            params = {"_meta": self.request_meta(version)}
             future = self.dispatcher.request("server/discover", params, timeout, cancel_on_timeout=not probe)
             try:
                 result = future.result()
@@ -158,25 +211,32 @@ class EraNegotiation:
                     continue
                 legacy = [v for v in LEGACY_VERSIONS if v in exc.supported]
                 if legacy:
-                    self._initialize(legacy[0])
-                    return True
+                    return self._initialize(legacy[0], budget)
                 raise ProtocolError(
                     f"server {self.name!r} supports protocol versions {list(exc.supported)}, none of which "
                     f"mcpcall speaks ({', '.join(MODERN_VERSIONS + LEGACY_VERSIONS)})"
                 ) from exc
-            except (RPCError, RequestTimeout, HTTPError) as exc:
+            except RequestTimeout as exc:
                 if probe:
+                    budget.steps.append(f"server/discover: no answer in {timeout:.3g} s")
+                    log.debug("server %r did not answer server/discover within %.3g s; legacy", self.name, timeout)
+                    return None
+                raise budget.exhausted("server/discover") from exc
+            except (RPCError, HTTPError) as exc:
+                if probe:
+                    budget.steps.append(f"server/discover: {exc}")
                     log.debug("server %r did not answer server/discover as a modern server (%s); legacy", self.name, exc)
-                    return False
+                    return None
                 raise ProtocolError(f"server {self.name!r} is not a modern ({version}) MCP server: {exc}") from exc
             break
-        self._check_result_type(result, "server/discover")
+        _check_complete(self.name, result, "server/discover")
         supported = result.get("supportedVersions")
         supported = [v for v in supported if isinstance(v, str)] if isinstance(supported, list) else []
         if probe and not supported:
             # Not a DiscoverResult: some legacy servers answer any method with an empty result.
+            budget.steps.append("server/discover: a result without supportedVersions")
             log.debug("server %r answered server/discover without supportedVersions; legacy", self.name)
-            return False
+            return None
         if supported and version not in supported:
             common = [v for v in MODERN_VERSIONS if v in supported]
             if common:
@@ -184,84 +244,82 @@ class EraNegotiation:
             elif probe:
                 legacy = [v for v in LEGACY_VERSIONS if v in supported]
                 if legacy:
-                    self._initialize(legacy[0])
-                    return True
-                return False
+                    return self._initialize(legacy[0], budget)
+                return None
             else:
                 raise ProtocolError(f"server {self.name!r} supports only {supported}; mcpcall speaks {version}")
-        self._adopt_modern(version, result, supported)
-        return True
+        return self._adopt_modern(version, result, supported)
 
-    def _adopt_modern(self, version: str, result: dict[str, Any], supported: list[str]) -> None:
-        self.era = "modern"
-        self.protocol_version = version
-        self.supported_versions = supported or [version]
+    def _adopt_modern(self, version: str, result: dict[str, Any], supported: list[str]) -> Agreement:
         caps = result.get("capabilities")
-        self.capabilities = caps if isinstance(caps, dict) else {}
         meta = result.get("_meta")
         info = meta.get(META_SERVER_INFO) if isinstance(meta, dict) else None
         if info is None:
             info = result.get("serverInfo")
-        self.server_info = Implementation.from_wire(info) if isinstance(info, dict) else None
         instructions = result.get("instructions")
-        self.instructions = instructions if isinstance(instructions, str) else None
-        self._meta = self._request_meta(version)
         self.transport.negotiated("modern", version)
         self._remember("modern", version)
+        return Agreement(
+            era="modern",
+            version=version,
+            supported_versions=supported or [version],
+            capabilities=caps if isinstance(caps, dict) else {},
+            server_info=Implementation.from_wire(info) if isinstance(info, dict) else None,
+            instructions=instructions if isinstance(instructions, str) else None,
+        )
 
-    def _request_meta(self, version: str) -> dict[str, Any]:
-        meta: dict[str, Any] = {
-            META_VERSION: version,
-            META_CAPABILITIES: self._client_capabilities,
-            META_CLIENT_INFO: self.client_info.to_wire(),
-        }
-        if self.log_level:
-            meta[META_LOG_LEVEL] = self.log_level
-        return meta
+    # -- legacy ------------------------------------------------------------------------
 
-    def _initialize(self, version: str) -> None:
+    def initialize(self, version: str, timeout: float) -> Agreement:
+        """The ``initialize`` handshake at ``version`` (also: a new legacy HTTP session)."""
+        return self._initialize(version, _Budget(self.name, timeout))
+
+    def _initialize(self, version: str, budget: _Budget) -> Agreement:
         params = {
             "protocolVersion": version,
-            "capabilities": self._client_capabilities,
+            "capabilities": self.capabilities,
             "clientInfo": self.client_info.to_wire(),
         }
-        future = self.dispatcher.request("initialize", params, self.timeout, cancel_on_timeout=False)
-        result = future.result()
+        timeout = budget.remaining("initialize")
+        future = self.dispatcher.request("initialize", params, timeout, cancel_on_timeout=False)
+        try:
+            result = future.result()
+        except RequestTimeout as exc:
+            raise budget.exhausted("initialize") from exc
+        _check_complete(self.name, result, "initialize")
         chosen = result.get("protocolVersion")
         if chosen not in LEGACY_VERSIONS:
             raise ProtocolError(
                 f"server {self.name!r} answered initialize with protocol version {chosen!r}, which mcpcall "
                 f"does not speak (it speaks {', '.join(LEGACY_VERSIONS)})"
             )
-        self.era = "legacy"
-        self.protocol_version = chosen
-        self.supported_versions = [chosen]
         caps = result.get("capabilities")
-        self.capabilities = caps if isinstance(caps, dict) else {}
-        self.server_info = Implementation.from_wire(result.get("serverInfo"))
+        capabilities = caps if isinstance(caps, dict) else {}
         instructions = result.get("instructions")
-        self.instructions = instructions if isinstance(instructions, str) else None
         self.transport.negotiated("legacy", chosen)
         self.dispatcher.notify("notifications/initialized")
-        if self.log_level and "logging" in self.capabilities:
-            self.request("logging/setLevel", {"level": self.log_level})
+        if self.log_level and "logging" in capabilities:
+            # Not waited for: the server's answer changes nothing here.
+            self.dispatcher.request("logging/setLevel", {"level": self.log_level}, budget.remaining("logging/setLevel"))
         self._remember("legacy", chosen)
-
-    def _new_session(self) -> None:
-        """The server dropped our (legacy HTTP) session: initialize again, once, for everyone."""
-        with self._session_lock:
-            if self.transport.session_lost and self.protocol_version is not None:
-                log.info("server %r: starting a new session", self.name)
-                self._initialize(self.protocol_version)
+        return Agreement(
+            era="legacy",
+            version=chosen,
+            supported_versions=[chosen],
+            capabilities=capabilities,
+            server_info=Implementation.from_wire(result.get("serverInfo")),
+            instructions=instructions if isinstance(instructions, str) else None,
+        )
 
     def _remember(self, era: str, version: str) -> None:
         if self.protocol != "auto":
             return  # a forced era says nothing about what the server would choose
-        key = self._cache_key()
+        key = self.transport.era_cache_key
         if key is not None:
             _era_cache[key] = (era, version)
 
-    def _check_result_type(self, result: dict[str, Any], method: str) -> None:
-        kind = result.get("resultType", "complete")
-        if kind != "complete":
-            raise ProtocolError(f"server {self.name!r} answered {method} with resultType {kind!r}")
+
+def _check_complete(name: str, result: dict[str, Any], method: str) -> None:
+    kind = result.get("resultType", "complete")
+    if kind != "complete":
+        raise ProtocolError(f"server {name!r} answered {method} with resultType {kind!r}")
