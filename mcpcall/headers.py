@@ -17,8 +17,9 @@ from typing import Any
 
 __all__ = ["InvalidHeaderAnnotation", "encode_value", "header_params", "param_headers", "standard_headers"]
 
-_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
-_SAFE = re.compile(r"^(?:[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?)?$")  # empty is fine too
+# Used with fullmatch(): "$" would also match before a trailing newline.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_SAFE = re.compile(r"(?:[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?)?")  # empty is fine too
 _MAX_SAFE_INT = 2**53 - 1
 _NESTED_KEYWORDS = ("items", "prefixItems", "additionalProperties", "patternProperties", "oneOf", "anyOf", "allOf",
                     "not", "if", "then", "else", "$defs", "definitions", "dependentSchemas", "contains")
@@ -32,8 +33,14 @@ class InvalidHeaderAnnotation(ValueError):
 
 
 def encode_value(value: str) -> str:
-    """A header value: as is when plain visible ASCII, else the base64 sentinel form."""
-    if _SAFE.match(value) and not (value.startswith("=?base64?") and value.endswith("?=")):
+    """A header value: as is when plain visible ASCII, else the base64 sentinel form.
+
+    Plain means printable ASCII and spaces, with no space at either end. A value
+    that itself looks like the sentinel form is encoded too, so it reads back
+    unchanged. A ``str`` holding a lone surrogate is not Unicode and cannot be
+    sent: ``UnicodeEncodeError`` (a ``ValueError``).
+    """
+    if _SAFE.fullmatch(value) and not (value.startswith("=?base64?") and value.endswith("?=")):
         return value
     return "=?base64?" + base64.b64encode(value.encode("utf-8")).decode("ascii") + "?="
 
@@ -76,7 +83,7 @@ def header_params(input_schema: Any) -> HeaderParams:
                 raise InvalidHeaderAnnotation(f"x-mcp-header on {where} is not reachable through properties alone")
             if not isinstance(name, str) or not name:
                 raise InvalidHeaderAnnotation(f"x-mcp-header on {where} must be a non-empty string")
-            if not _TOKEN.match(name):
+            if not _TOKEN.fullmatch(name):
                 raise InvalidHeaderAnnotation(f"x-mcp-header {name!r} on {where} is not a valid HTTP header token")
             if name.lower() in seen:
                 raise InvalidHeaderAnnotation(f"x-mcp-header {name!r} is used twice")
@@ -99,7 +106,10 @@ def header_params(input_schema: Any) -> HeaderParams:
                 if isinstance(item, Mapping):
                     walk(item, (*path, keyword), False)
 
-    walk(input_schema, (), True)
+    try:
+        walk(input_schema, (), True)
+    except RecursionError:
+        raise InvalidHeaderAnnotation("the input schema is nested too deeply to check") from None
     return found
 
 
@@ -113,23 +123,34 @@ def _lookup(arguments: Any, path: tuple[str, ...]) -> Any:
 
 
 def param_headers(params: HeaderParams, arguments: Mapping[str, Any] | None) -> dict[str, str]:
-    """``Mcp-Param-*`` headers for one call; absent and null values are left out."""
+    """``Mcp-Param-*`` headers for one call; absent and null values are left out.
+
+    Raises ``ValueError`` (and nothing else) for a value that cannot go in a
+    header: not a string, integer (an integral float counts) or boolean; an
+    integer outside the JSON safe range (2**53 - 1); a string that is not
+    valid Unicode (a lone surrogate).
+    """
     headers: dict[str, str] = {}
     for name, path in params:
         value = _lookup(arguments, path)
         if value is None:
             continue
+        where = ".".join(path)
         if isinstance(value, bool):
             text = "true" if value else "false"
         elif isinstance(value, int):
-            if abs(value) > _MAX_SAFE_INT:
-                raise ValueError(f"argument {'.'.join(path)} = {value} is outside the safe integer range for a header")
-            text = str(value)
+            if not -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT:
+                raise ValueError(f"argument {where} is outside the safe integer range for a header")
+            text = str(int(value))  # int(): an IntEnum's str() is its name on Python < 3.11
         elif isinstance(value, float) and value.is_integer() and abs(value) <= _MAX_SAFE_INT:
             text = str(int(value))
         elif isinstance(value, str):
             text = value
         else:
-            raise ValueError(f"argument {'.'.join(path)} must be a string, integer or boolean to go in a header")
-        headers[f"Mcp-Param-{name}"] = encode_value(text)
+            raise ValueError(f"argument {where} must be a string, integer or boolean to go in a header, "
+                             f"not {type(value).__name__}")
+        try:
+            headers[f"Mcp-Param-{name}"] = encode_value(text)
+        except UnicodeEncodeError:
+            raise ValueError(f"argument {where} is not valid Unicode (it holds a lone surrogate)") from None
     return headers

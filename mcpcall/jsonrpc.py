@@ -34,7 +34,6 @@ __all__ = [
     "is_valid_id",
     "notification",
     "peek_id",
-    "request",
     "result_response",
 ]
 
@@ -56,7 +55,8 @@ NOTIFICATION = "notification"
 RESPONSE = "response"
 INVALID = "invalid"
 
-_dumps: Callable[[Any], str] = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+#: The portable encoder; :func:`_fast_dumps` must give the very same text.
+_portable_dumps: Callable[[Any], str] = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def _fast_dumps() -> Callable[[Any], str] | None:
@@ -77,26 +77,16 @@ def _fast_dumps() -> Callable[[Any], str] | None:
         return "".join(encoder(obj, 0))
 
     sample = {"jsonrpc": "2.0", "id": 1, "params": {"t": "ü\n\u2028", "n": [1.5, None, True]}}
-    return dumps if dumps(sample) == _dumps(sample) else None
+    return dumps if dumps(sample) == _portable_dumps(sample) else None
 
 
-_dumps = _fast_dumps() or _dumps
+_dumps: Callable[[Any], str] = _fast_dumps() or _portable_dumps
 _loads = json.loads
 
 
 def is_valid_id(value: object) -> bool:
     """True for an id MCP allows: a string or an integer (``bool`` is not an integer here)."""
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
-def request(request_id: RequestId, method: str, params: dict[str, Any] | None = None) -> Message:
-    """A request message; ``params`` is left out when ``None``."""
-    if not is_valid_id(request_id):
-        raise ValueError(f"a JSON-RPC request id must be a string or an integer, not {request_id!r}")
-    msg: Message = {"jsonrpc": "2.0", "id": request_id, "method": method}
-    if params is not None:
-        msg["params"] = params
-    return msg
 
 
 def notification(method: str, params: dict[str, Any] | None = None) -> Message:
@@ -121,7 +111,17 @@ def error_response(request_id: RequestId | None, code: int, message: str, data: 
 
 
 def encode(message: Message) -> bytes:
-    """The compact UTF-8 JSON text of ``message`` (no newline)."""
+    """The compact UTF-8 JSON text of ``message`` (no newline).
+
+    Raises ``TypeError`` for a value JSON cannot represent (a set, an arbitrary
+    object, a key that is not a str, int, float, bool or None) and
+    ``ValueError`` for an integer too long to print (Python's limit on int
+    digits) or a string holding a lone surrogate (``UnicodeEncodeError``).
+    Nesting deeper than the recursion limit raises ``RecursionError``; so does
+    a structure that contains itself, where the portable path (used without the C
+    accelerator) raises ``ValueError`` instead. Floats NaN and infinities are
+    written as ``NaN`` / ``Infinity``, as :mod:`json` does.
+    """
     return _dumps(message).encode("utf-8")
 
 
@@ -129,16 +129,21 @@ def encode_line(message: Message) -> bytes:
     """``message`` framed for a newline-delimited stream.
 
     JSON escapes control characters inside strings, so the only newline is the
-    terminator.
+    terminator. Raises what :func:`encode` raises.
     """
     return (_dumps(message) + "\n").encode("utf-8")
 
 
 def decode(data: bytes | str) -> Any:
-    """Parse one JSON text; raise :class:`ProtocolError` when it is not JSON."""
+    """Parse one JSON text; raise :class:`ProtocolError` when it is not JSON.
+
+    That includes bytes that are not UTF-8 (or UTF-16/32, which :mod:`json`
+    detects), an integer of more digits than Python parses, and nesting too
+    deep for the parser (``RecursionError``, about a thousand levels).
+    """
     try:
         return _loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         excerpt = data[:80]
         raise ProtocolError(f"not JSON ({exc}): {excerpt!r}") from exc
 

@@ -14,7 +14,9 @@ parsing falls short for MCP in three ways, so :class:`SSEStream` replaces it:
 WHATWG rules: lines end in CRLF, LF or CR; ``:`` starts a comment; a field
 without a colon has an empty value; one leading space is dropped from a value;
 ``data`` lines join with LF; an event ends at a blank line; ``id`` containing
-NUL is ignored; ``retry`` must be all digits.
+NUL is ignored; ``retry`` must be all ASCII digits; one leading byte-order
+mark is dropped. Unlike WHATWG it also yields an event that has no data but
+an ``id`` or ``retry`` (with ``data == ""``), so a caller can resume.
 """
 
 from __future__ import annotations
@@ -26,15 +28,39 @@ from sseclient import Event, SSEClient
 
 from .errors import ProtocolError
 
-__all__ = ["Event", "SSEDecoder", "SSEStream"]
+__all__ = ["MAX_RETRY_MS", "Event", "SSEDecoder", "SSEStream"]
+
+#: The largest ``retry`` the decoder reports; a larger value (or one of
+#: thousands of digits) is clamped to it. Transports may cap it further.
+MAX_RETRY_MS = 2**31 - 1
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def _retry_value(value: bytes) -> int | None:
+    """The milliseconds of a ``retry`` field, clamped to :data:`MAX_RETRY_MS`; None unless all ASCII digits.
+
+    Never calls ``int()`` on a long digit string (Python limits those to 4300 digits).
+    """
+    if not value.isdigit():  # bytes.isdigit(): ASCII digits only, and False when empty
+        return None
+    digits = value.lstrip(b"0")
+    if len(digits) > len(str(MAX_RETRY_MS)):
+        return MAX_RETRY_MS
+    return min(int(digits or b"0"), MAX_RETRY_MS)
 
 
 class SSEDecoder:
     """Turns a byte stream into :class:`sseclient.Event` objects, in linear time.
 
     ``last_event_id`` and ``retry_ms`` track the stream state a reconnection
-    needs, including from events that carry no data. An event whose data
-    grows past ``max_event_bytes`` raises :class:`ProtocolError`.
+    needs, including from events that carry no data: ``last_event_id`` is
+    updated when an event is dispatched, ``retry_ms`` as soon as a valid
+    ``retry`` field is read (as WHATWG says), clamped to :data:`MAX_RETRY_MS`.
+    One UTF-8 byte-order mark at the very start of the stream is dropped.
+
+    The only error :meth:`feed` raises is :class:`ProtocolError`, when an
+    event's data or one unfinished line grows past ``max_event_bytes``.
     """
 
     def __init__(self, max_event_bytes: int = 64 * 1024 * 1024) -> None:
@@ -48,11 +74,24 @@ class SSEDecoder:
         self._event_id: str | None = None
         self._event_retry: int | None = None
         self._pending_cr = False
-        self._touched = False
+        self._at_start = True  # no byte beyond a possible BOM seen yet
 
     def feed(self, chunk: bytes) -> list[Event]:
-        """Add bytes; return the events they completed (those with data, or an id/retry)."""
+        """Add bytes; return the events they completed (those with data, or an id/retry).
+
+        An empty chunk changes nothing.
+        """
+        if not chunk:
+            return []
         buffer = self._buffer
+        if self._at_start:
+            head = bytes(buffer) + chunk  # the buffer holds at most two bytes of a BOM here
+            if len(head) < len(_BOM) and _BOM.startswith(head):
+                buffer[:] = head  # it may yet be a BOM: wait for more
+                return []
+            self._at_start = False
+            del buffer[:]
+            chunk = head.removeprefix(_BOM)
         if self._pending_cr and chunk[:1] == b"\n":
             chunk = chunk[1:]  # the LF of a CRLF split across chunks
         self._pending_cr = False
@@ -89,66 +128,58 @@ class SSEDecoder:
         if buffer[start] == 0x3A:
             return None  # comment (keep-alive)
         colon = buffer.find(b":", start, min(end, start + 8))  # the field names that matter are short
-        if colon < 0:
-            return self._line(bytes(buffer[start:end]))
+        if colon < 0 or buffer[start:colon] != b"data":
+            self._line(bytes(buffer[start:end]))
+            return None
         vstart = colon + 1
         if vstart < end and buffer[vstart] == 0x20:
             vstart += 1
-        if buffer[start:colon] != b"data":
-            return self._line(bytes(buffer[start:end]))
-        self._touched = True
-        value = buffer[vstart:end]
+        self._add_data(buffer[vstart:end])
+        return None
+
+    def _add_data(self, value: bytes | bytearray) -> None:
         self._data.append(value)
         self._data_size += len(value) + 1
         if self._data_size > self.max_event_bytes:
             raise ProtocolError(f"an SSE event is larger than the limit of {self.max_event_bytes} bytes")
-        return None
 
-    def _line(self, line: bytes) -> Event | None:
-        if not line:
-            return self._dispatch()
-        if line[:1] == b":":
-            return None  # comment (keep-alive)
+    def _line(self, line: bytes) -> None:
+        """A field line (not blank, not a comment)."""
         name, colon, value = line.partition(b":")
         if colon and value[:1] == b" ":
             value = value[1:]
-        self._touched = True
         if name == b"data":
-            self._data.append(value)
-            self._data_size += len(value) + 1
-            if self._data_size > self.max_event_bytes:
-                raise ProtocolError(f"an SSE event is larger than the limit of {self.max_event_bytes} bytes")
+            self._add_data(value)
         elif name == b"event":
             self._event_type = value.decode("utf-8", "replace")
         elif name == b"id":
             if b"\0" not in value:
                 self._event_id = value.decode("utf-8", "replace")
-        elif name == b"retry" and value.isdigit():
-            self._event_retry = int(value)
-        return None
+        elif name == b"retry":
+            retry = _retry_value(value)
+            if retry is not None:
+                self._event_retry = self.retry_ms = retry
 
     def _dispatch(self) -> Event | None:
-        if not self._touched:
-            return None
-        if len(self._data) == 1:
-            data = self._data[0].decode("utf-8", "replace")
-        else:
-            data = b"\n".join(self._data).decode("utf-8", "replace") if self._data else ""
-        event = Event()
-        event.id = self._event_id
-        event.event = self._event_type or "message"
-        event.data = data
-        event.retry = self._event_retry
-        if self._event_id is not None:
-            self.last_event_id = self._event_id
-        if self._event_retry is not None:
-            self.retry_ms = self._event_retry
-        self._data = []
-        self._data_size = 0
+        """A blank line: the event so far, if it has data, an id or a retry; the event state is reset either way."""
+        event: Event | None = None
+        if self._data or self._event_id is not None or self._event_retry is not None:
+            if len(self._data) == 1:
+                data = self._data[0].decode("utf-8", "replace")
+            else:
+                data = b"\n".join(self._data).decode("utf-8", "replace") if self._data else ""
+            event = Event()
+            event.id = self._event_id
+            event.event = self._event_type or "message"
+            event.data = data
+            event.retry = self._event_retry
+            if self._event_id is not None:
+                self.last_event_id = self._event_id
+            self._data = []
+            self._data_size = 0
+            self._event_id = None
+            self._event_retry = None
         self._event_type = ""
-        self._event_id = None
-        self._event_retry = None
-        self._touched = False
         return event
 
 

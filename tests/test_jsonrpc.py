@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+from typing import Any
 
 import pytest
 
@@ -19,18 +21,19 @@ def test_invalid_ids(value: object) -> None:
     assert not jsonrpc.is_valid_id(value)
 
 
-def test_request_rejects_bool_id() -> None:
-    with pytest.raises(ValueError):
-        jsonrpc.request(True, "ping")  # type: ignore[arg-type]
-
-
 def test_builders_shape() -> None:
-    assert jsonrpc.request(1, "ping") == {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-    assert jsonrpc.request("a", "x", {"k": 1})["params"] == {"k": 1}
     assert jsonrpc.notification("n") == {"jsonrpc": "2.0", "method": "n"}
+    assert jsonrpc.notification("n", {"k": 1})["params"] == {"k": 1}
     assert jsonrpc.result_response(3, {}) == {"jsonrpc": "2.0", "id": 3, "result": {}}
     err = jsonrpc.error_response(None, -32700, "parse", {"x": 1})
     assert err == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse", "data": {"x": 1}}}
+
+
+def test_dead_request_builder_is_gone() -> None:
+    # Nothing built requests with it (the dispatcher builds its own); it is no longer public API.
+    assert not hasattr(jsonrpc, "request")
+    assert "request" not in jsonrpc.__all__
+    assert all(hasattr(jsonrpc, name) for name in jsonrpc.__all__)
 
 
 def test_encode_line_has_single_trailing_newline() -> None:
@@ -46,6 +49,79 @@ def test_decode_errors_are_protocol_errors() -> None:
     with pytest.raises(ProtocolError):
         jsonrpc.decode(b"\xff\xfe")
     assert jsonrpc.decode(b'{"a": 1}\n') == {"a": 1}
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"[" * 100_000,  # RecursionError inside json.loads
+        b"[" * 100_000 + b"]" * 100_000,  # complete, but too deep for the parser
+        b'{"a":' * 5_000 + b"1" + b"}" * 5_000,
+        "[" * 100_000,
+        b"1" * 5_000,  # more digits than int() takes
+        b"\xff\xfe\x00",  # looks like UTF-16, odd length
+        b"\x00\x00\x00[",  # looks like UTF-32
+        b"",
+        b"\n",
+        "\ud800",
+    ],
+)
+def test_decode_weird_input_raises_only_protocol_error(data: bytes | str) -> None:
+    with pytest.raises(ProtocolError):
+        jsonrpc.decode(data)
+
+
+# A range of messages the fast and the portable encoders must write identically.
+ENCODER_SAMPLES = [
+    {"jsonrpc": "2.0", "id": 1, "method": "m"},
+    {"jsonrpc": "2.0", "id": "x", "result": {"t": "ü€😀\u2028\u2029\ufeff\x00\x1f\x7f\t\n\r\"\\/"}},
+    {"jsonrpc": "2.0", "method": "n", "params": {"f": [0.0, -0.0, 1.5, 1e300, 1e-300, 5e-324, 0.1, 2.0**53, float("inf"),
+                                                       float("-inf"), float("nan")]}},
+    {"jsonrpc": "2.0", "id": -(2**63), "result": {"big": 10**300, "neg": -1, "b": [True, False, None]}},
+    {"a": {"b": {"c": [[[], {}], [{"d": "\U0010ffff"}]]}}, "": "", "k\u2028": "v"},
+    {7: "int key", 2.5: "float key", True: "bool key", None: "none key"},
+    {"deep": json.loads("[" * 50 + "1" + "]" * 50)},
+    [1, "two", 3.0],
+    "just a string \u2028",
+    12345,
+]
+
+
+@pytest.mark.skipif(jsonrpc._fast_dumps() is None, reason="no C accelerator: only the portable path exists")
+@pytest.mark.parametrize("message", ENCODER_SAMPLES)
+def test_fast_and_portable_encoders_agree(message: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = jsonrpc._fast_dumps()
+    assert fast is not None
+    assert fast(message) == jsonrpc._portable_dumps(message)
+    encoded, line = jsonrpc.encode(message), jsonrpc.encode_line(message)
+    assert jsonrpc._dumps is not jsonrpc._portable_dumps  # the fast path is the one in use
+    monkeypatch.setattr(jsonrpc, "_dumps", jsonrpc._portable_dumps)
+    assert jsonrpc.encode(message) == encoded
+    assert jsonrpc.encode_line(message) == line == encoded + b"\n"
+
+
+UNSERIALISABLE = [
+    pytest.param({1, 2}, id="set"),
+    pytest.param(object(), id="object"),
+    pytest.param(b"bytes", id="bytes"),
+    pytest.param({(1, 2): "tuple key"}, id="tuple-key"),
+    pytest.param("\ud800", id="lone-surrogate"),
+    pytest.param(1j, id="complex"),
+]
+if hasattr(sys, "get_int_max_str_digits"):  # Python 3.11+ (and security backports) limit int digits
+    UNSERIALISABLE.append(pytest.param(10 ** (sys.get_int_max_str_digits() + 10), id="huge-int"))
+
+
+@pytest.mark.parametrize("path", ["fast", "portable"])
+@pytest.mark.parametrize("value", UNSERIALISABLE)
+def test_encode_unserialisable_raises_type_or_value_error(path: str, value: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    if path == "portable":
+        monkeypatch.setattr(jsonrpc, "_dumps", jsonrpc._portable_dumps)
+    elif jsonrpc._fast_dumps() is None:
+        pytest.skip("no C accelerator")
+    for encoder in (jsonrpc.encode, jsonrpc.encode_line):
+        with pytest.raises((TypeError, ValueError)):
+            encoder({"jsonrpc": "2.0", "method": "m", "params": {"v": value}})
 
 
 @pytest.mark.parametrize(

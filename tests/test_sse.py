@@ -1,0 +1,136 @@
+"""The sans-IO SSE decoder: examples and regressions (the generated cases are in test_properties.py)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pytest
+
+from mcpcall import ProtocolError
+from mcpcall.sse import MAX_RETRY_MS, SSEDecoder
+
+Seen = list[tuple[str, str, Optional[str], Optional[int]]]
+
+
+def feed_all(decoder: SSEDecoder, *chunks: bytes) -> Seen:
+    seen: Seen = []
+    for chunk in chunks:
+        seen += [(e.event, e.data, e.id, e.retry) for e in decoder.feed(chunk)]
+    return seen
+
+
+def test_basic_event_and_line_endings() -> None:
+    d = SSEDecoder()
+    assert feed_all(d, b"event: e\r\ndata: a\rdata:b\n\r\n") == [("e", "a\nb", None, None)]
+    assert feed_all(d, b": comment\n\nid: 7\ndata\n\n") == [("message", "", "7", None)]
+    assert d.last_event_id == "7"
+
+
+def test_empty_chunk_inside_split_crlf_changes_nothing() -> None:
+    # The CR ends the line; the LF after an empty chunk is still the second half of that CRLF,
+    # not a blank line that would dispatch the event early.
+    d = SSEDecoder()
+    assert feed_all(d, b"data: x\r", b"", b"\ndata: y\r", b"", b"", b"\n\r", b"", b"\n") == [("message", "x\ny", None, None)]
+    d = SSEDecoder()
+    assert feed_all(d, b"data: x\r", b"", b"\n\n") == [("message", "x", None, None)]
+
+
+def test_empty_chunk_at_start_and_alone() -> None:
+    d = SSEDecoder()
+    assert d.feed(b"") == []
+    assert feed_all(d, b"", b"\xef\xbb\xbf", b"", b"data: x\n\n") == [("message", "x", None, None)]
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [b"\xef\xbb\xbfdata: x\n\n"],
+        [b"\xef", b"\xbb\xbfdata: x\n\n"],
+        [b"\xef\xbb", b"\xbfdata: x\n\n"],
+        [b"\xef", b"", b"\xbb", b"\xbf", b"data: x\n\n"],
+        [b"\xef\xbb\xbf", b"data: x\n\n"],
+    ],
+)
+def test_leading_bom_is_dropped(chunks: list[bytes]) -> None:
+    assert feed_all(SSEDecoder(), *chunks) == [("message", "x", None, None)]
+
+
+def test_leading_bom_makes_first_field_readable() -> None:
+    # With the BOM left in, the first line's field name would be "\ufeffevent" and be ignored.
+    assert feed_all(SSEDecoder(), b"\xef\xbb\xbfevent: e\ndata: x\n\n") == [("e", "x", None, None)]
+
+
+def test_only_one_bom_and_only_at_the_start() -> None:
+    assert feed_all(SSEDecoder(), b"\xef\xbb\xbf\xef\xbb\xbfdata: x\n\ndata: y\n\n") == [("message", "y", None, None)]
+    assert feed_all(SSEDecoder(), b"data: x\n\n\xef\xbb\xbfdata: y\n\n") == [("message", "x", None, None)]
+    assert feed_all(SSEDecoder(), b"data: \xef\xbb\xbfx\n\n") == [("message", "\ufeffx", None, None)]
+
+
+@pytest.mark.parametrize(
+    "chunks, expected",
+    [
+        # Not a BOM after all: the bytes stay, so the first line's field name is not "data".
+        ([b"\xef\xbb", b"data: x\n\n"], []),
+        ([b"\xefdata: x\n\n"], []),
+        ([b"\xef", b"\n", b"data: x\n\n"], [("message", "x", None, None)]),
+        ([b"\xef\xbb", b"\rdata: x\n\n"], [("message", "x", None, None)]),
+    ],
+)
+def test_partial_bom_is_not_dropped(chunks: list[bytes], expected: Seen) -> None:
+    assert feed_all(SSEDecoder(), *chunks) == expected
+
+
+def test_retry_with_thousands_of_digits_never_raises() -> None:
+    d = SSEDecoder()
+    seen = feed_all(d, b"retry: " + b"9" * 100_000 + b"\n\n")
+    assert seen == [("message", "", None, MAX_RETRY_MS)]
+    assert d.retry_ms == MAX_RETRY_MS == 2**31 - 1
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (b"0", 0),
+        (b"500", 500),
+        (b"2147483647", 2**31 - 1),
+        (b"2147483648", MAX_RETRY_MS),
+        (b"99999999999", MAX_RETRY_MS),
+        (b"0" * 5000 + b"750", 750),  # leading zeros do not make a number large
+        (b"0" * 5000, 0),
+    ],
+)
+def test_retry_values(value: bytes, expected: int) -> None:
+    d = SSEDecoder()
+    d.feed(b"retry:" + value + b"\n\n")
+    assert d.retry_ms == expected
+
+
+@pytest.mark.parametrize("value", [b"", b"  5", b" 5 ", b"-5", b"+5", b"1e3", b"5.0", "\u0663".encode(), "\u00b2".encode()])
+def test_retry_that_is_not_all_ascii_digits_is_ignored(value: bytes) -> None:
+    d = SSEDecoder()
+    d.feed(b"retry: 100\n\n")
+    assert feed_all(d, b"retry:" + value + b"\n\n") == []
+    assert d.retry_ms == 100
+
+
+def test_retry_takes_effect_without_a_dispatch() -> None:
+    # WHATWG sets the reconnection time when the field is read, not when the event is dispatched.
+    d = SSEDecoder()
+    assert feed_all(d, b"retry: 250\ndata: partial\n") == []
+    assert d.retry_ms == 250
+
+
+def test_events_without_data_id_or_retry_are_not_yielded() -> None:
+    d = SSEDecoder()
+    assert feed_all(d, b"event: endpoint\n\nfoo: bar\n\nid: a\0b\n\nretry: x\n\n") == []
+    assert d.last_event_id is None and d.retry_ms is None
+    assert feed_all(d, b"event: e\nid: 1\n\n") == [("e", "", "1", None)]
+
+
+def test_oversize_line_and_event_raise_protocol_error() -> None:
+    with pytest.raises(ProtocolError):
+        SSEDecoder(max_event_bytes=10).feed(b"data: " + b"x" * 20)
+    with pytest.raises(ProtocolError):
+        SSEDecoder(max_event_bytes=10).feed(b"data: 123456\ndata: 123456\n")
+    d = SSEDecoder(max_event_bytes=10)
+    assert feed_all(d, b"data: 12345678\n\n") == [("message", "12345678", None, None)]
