@@ -15,14 +15,18 @@ is a string.
 
 Exit status: 0 success, 1 the tool reported an error (isError), 2 bad usage or
 configuration, 3 the server failed (could not start, closed, broke the
-protocol), 4 timeout, 5 the server answered with a JSON-RPC error.
+protocol), 4 timeout, 5 the server answered with a JSON-RPC error, 141 the
+reader of the output went away (``mcpcall tools | head -1``: 128 + SIGPIPE, as
+shells report it; nothing is printed).
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -30,11 +34,77 @@ from typing import Any, TextIO
 
 from . import __version__, connect
 from .client import Client
+from .config import is_url, redact_url
 from .errors import ConfigError, MCPError, RequestTimeout, RPCError
 from .types import CallToolResult, Tool
 
 COMMANDS = ("tools", "call", "info", "demo")
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_SERVER, EXIT_TIMEOUT, EXIT_RPC = 0, 1, 2, 3, 4, 5
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader went away
+
+
+class _OutputClosed(Exception):
+    """Whoever reads the output stopped reading (``mcpcall tools | head -1``)."""
+
+
+class _Output:
+    """The output stream, with a broken pipe told apart from every other error on the way."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+        except BrokenPipeError as exc:
+            raise _OutputClosed from exc
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError as exc:
+            raise _OutputClosed from exc
+
+
+def _discard_rest(stream: TextIO) -> None:
+    """Point a broken ``sys.stdout``/``sys.stderr`` at /dev/null.
+
+    What is still buffered then goes nowhere at exit, instead of failing again
+    in Python's own flush ("Exception ignored ... BrokenPipeError", status 120).
+    Other streams are left alone: they are not flushed by the interpreter at exit.
+    """
+    if stream not in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        return
+    try:
+        fd = stream.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except (OSError, ValueError):  # no file descriptor (a StringIO, Jupyter), or closed
+        return
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
+def _flushed(stream: TextIO) -> bool:
+    """Flush ``stream``; False (and the rest discarded) when its reader went away."""
+    try:
+        stream.flush()
+    except BrokenPipeError:
+        _discard_rest(stream)
+        return False
+    except (OSError, ValueError):
+        pass
+    return True
+
+
+def _say(text: str) -> None:
+    """A message on stderr. A closed stderr is no error of its own: the exit status still tells."""
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except BrokenPipeError:
+        _discard_rest(sys.stderr)
 
 
 def demo_command() -> list[str]:
@@ -46,7 +116,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="mcpcall",
         description="Call tools on an MCP server (no SERVER: the bundled demo server).",
-        epilog="exit status: 0 ok, 1 tool error, 2 usage, 3 server failure, 4 timeout, 5 JSON-RPC error",
+        epilog="exit status: 0 ok, 1 tool error, 2 usage, 3 server failure, 4 timeout, 5 JSON-RPC error, "
+               "141 output pipe closed (| head)",
     )
     p.add_argument("words", nargs="*", metavar="[SERVER] COMMAND ARGS", help="tools | call NAME [ARGS] | info | demo")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
@@ -96,7 +167,7 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
 
-def _print_result(result: CallToolResult, out: TextIO) -> None:
+def _print_result(result: CallToolResult, out: _Output) -> None:
     for block in result.content:
         kind = block.get("type")
         if kind == "text":
@@ -107,7 +178,7 @@ def _print_result(result: CallToolResult, out: TextIO) -> None:
         out.write(json.dumps(result.structured_content, indent=2, ensure_ascii=False) + "\n")
 
 
-def _tools(client: Client, as_json: bool, out: TextIO) -> int:
+def _tools(client: Client, as_json: bool, out: _Output) -> int:
     tools = client.list_tools()
     if as_json:
         out.write(json.dumps([dict(t.raw) for t in tools], indent=2, ensure_ascii=False) + "\n")
@@ -119,7 +190,7 @@ def _tools(client: Client, as_json: bool, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _call(client: Client, words: Sequence[str], as_json: bool, out: TextIO) -> int:
+def _call(client: Client, words: Sequence[str], as_json: bool, out: _Output) -> int:
     if not words:
         raise ConfigError("call needs a tool name: mcpcall call NAME [JSON | key=value ...]")
     name, rest = words[0], words[1:]
@@ -134,11 +205,11 @@ def _call(client: Client, words: Sequence[str], as_json: bool, out: TextIO) -> i
         out.write(json.dumps(dict(result.raw), indent=2, ensure_ascii=False) + "\n")
     else:
         _print_result(result, out)
-        sys.stderr.write(f"({name}: {_ms(elapsed)}{', tool reported an error' if result.is_error else ''})\n")
+        _say(f"({name}: {_ms(elapsed)}{', tool reported an error' if result.is_error else ''})\n")
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
 
 
-def _info(client: Client, as_json: bool, out: TextIO) -> int:
+def _info(client: Client, as_json: bool, out: _Output) -> int:
     info = {
         "server": dict(client.server_info.raw) if client.server_info else None,
         "era": client.era,
@@ -159,7 +230,7 @@ def _info(client: Client, as_json: bool, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _demo(args: argparse.Namespace, out: TextIO) -> int:
+def _demo(args: argparse.Namespace, out: _Output) -> int:
     command = demo_command()
     out.write(f"Starting the bundled demo server: {' '.join(command)}\n")
     started = time.perf_counter()
@@ -169,7 +240,8 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
         started = time.perf_counter()
         tools = client.list_tools()
         out.write(f"{len(tools)} tools ({_ms(time.perf_counter() - started)}):\n")
-        out.writelines(f"  {tool.name:<8} {tool.description.splitlines()[0] if tool.description else ''}\n" for tool in tools)
+        for tool in tools:
+            out.write(f"  {tool.name:<8} {tool.description.splitlines()[0] if tool.description else ''}\n")
         out.write("\n")
         for name, arguments in (("echo", {"message": "hello from mcpcall"}), ("add", {"a": 2, "b": 3})):
             started = time.perf_counter()
@@ -191,22 +263,70 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
-    """Run the command line; returns the exit status."""
+def _did_you_mean(word: str) -> str:
+    close = difflib.get_close_matches(word.lower(), COMMANDS, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _looks_like_server(word: str) -> bool:
+    """A URL, a command line with arguments, or a path: no misspelt command."""
+    return is_url(word) or any(c.isspace() for c in word) or "/" in word
+
+
+def _split_words(words: Sequence[str]) -> tuple[str | None, str, list[str]]:
+    """``[SERVER] COMMAND ARGS`` -> (server or None, command, args); a ConfigError says what is wrong."""
+    if words[0] in COMMANDS:
+        return None, words[0], list(words[1:])
+    if len(words) > 1 and words[1] in COMMANDS:
+        return words[0], words[1], list(words[2:])
+    first, known = words[0], f"commands: {', '.join(COMMANDS)}"
+    typo = _did_you_mean(first)
+    if typo and not _looks_like_server(first):
+        raise ConfigError(f"unknown command {first!r}{typo}; {known}")
+    if len(words) > 1:
+        raise ConfigError(f"after server {redact_url(first)!r}: unknown command {words[1]!r}{_did_you_mean(words[1])}; {known}")
+    if _looks_like_server(first) or shutil.which(first) is not None:
+        raise ConfigError(f"no command after server {redact_url(first)!r}; {known}")
+    raise ConfigError(f"unknown command {first!r}; {known}")
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Run the command line; returns the exit status.
+
+    ``out`` (default: ``sys.stdout``) gets the results. When its reader goes
+    away (``mcpcall tools | head -1``) nothing more is printed, ``sys.stdout``
+    is pointed at /dev/null, and the status is :data:`EXIT_BROKEN_PIPE` (141).
+    """
+    stream = sys.stdout if out is None else out
+    output = _Output(stream)
+    try:
+        code = _main(argv, output)
+        output.flush()
+    except _OutputClosed:
+        _discard_rest(stream)
+        return EXIT_BROKEN_PIPE
+    return code
+
+
+def _main(argv: Sequence[str] | None, out: _Output) -> int:
     parser = _parser()
-    args = parser.parse_intermixed_args(argv)
+    try:
+        args = parser.parse_intermixed_args(argv)
+    except SystemExit:  # --help, --version (on stdout) or a usage error (on stderr)
+        _flushed(sys.stderr)
+        if not _flushed(sys.stdout):
+            raise SystemExit(EXIT_BROKEN_PIPE) from None
+        raise
     words: list[str] = list(args.words)
     if not words:
         parser.print_usage(sys.stderr)
-        sys.stderr.write("mcpcall: error: name a command: tools, call, info or demo\n")
+        _say("mcpcall: error: name a command: tools, call, info or demo\n")
         return EXIT_USAGE
-    server: str | None = None
-    if words[0] not in COMMANDS:
-        server, words = words[0], words[1:]
-    if not words or words[0] not in COMMANDS:
-        sys.stderr.write(f"mcpcall: error: unknown command {words[0] if words else ''!r}; use tools, call, info or demo\n")
+    try:
+        server, command, rest = _split_words(words)
+    except ConfigError as exc:
+        _say(f"mcpcall: error: {exc}\n")
         return EXIT_USAGE
-    command, rest = words[0], words[1:]
     try:
         if command == "demo":
             return _demo(args, out)
@@ -239,16 +359,16 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
                 return _call(client, rest, args.json, out)
             return _info(client, args.json, out)
     except ConfigError as exc:
-        sys.stderr.write(f"mcpcall: {exc}\n")
+        _say(f"mcpcall: {exc}\n")
         return EXIT_USAGE
     except RequestTimeout as exc:
-        sys.stderr.write(f"mcpcall: {exc}\n")
+        _say(f"mcpcall: {exc}\n")
         return EXIT_TIMEOUT
     except RPCError as exc:
-        sys.stderr.write(f"mcpcall: {exc}\n")
+        _say(f"mcpcall: {exc}\n")
         return EXIT_RPC
     except MCPError as exc:
-        sys.stderr.write(f"mcpcall: {exc}\n")
+        _say(f"mcpcall: {exc}\n")
         return EXIT_SERVER
     except KeyboardInterrupt:
         return 130
@@ -256,4 +376,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
 
 def main_exit() -> None:
     """Entry point of the ``mcpcall`` console script."""
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # a reader gone in a way main() did not see: still quiet, still 141
+        _discard_rest(sys.stdout)
+        code = EXIT_BROKEN_PIPE
+    sys.exit(code)

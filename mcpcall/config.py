@@ -1,6 +1,10 @@
 """From what a user names (argv list, command string, URL, ``mcpServers`` entry) to a transport.
 
 A ``command`` means stdio; a ``url`` means HTTP. Nothing here starts anything.
+
+No error raised here carries a secret: env values, header values, tokens and
+URL credentials stay out of messages (:func:`redact_url` hides the secret
+parts of a URL; the HTTP transports use it too).
 """
 
 from __future__ import annotations
@@ -10,11 +14,12 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any, Union
+from urllib.parse import unquote_plus
 
 from .errors import ConfigError
 from .transports.base import Transport
 
-__all__ = ["ServerSpec", "is_url", "make_transport"]
+__all__ = ["ServerSpec", "is_url", "make_transport", "redact_url"]
 
 ServerSpec = Union[str, Sequence[str], Mapping[str, Any]]
 
@@ -23,11 +28,139 @@ _STDIO_KEYS = {"command", "args", "env", "cwd", "type", "transport", "name", "in
 _HTTP_KEYS = {"url", "headers", "type", "transport", "name", "auth", "verify"}
 _HTTP_KINDS = {"http": "streamable-http", "streamable-http": "streamable-http", "streamableHttp": "streamable-http",
                "sse": "sse", "auto": "auto"}
+_TRUE_WORDS = frozenset({"true", "yes", "1", "on"})
+_FALSE_WORDS = frozenset({"false", "no", "0", "off"})
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an RFC 9110 token
+_BAD_HEADER_VALUE = re.compile(r"[\r\n\0]|^\s")  # what requests would refuse, quoting the value
+
+# -- URLs in messages ----------------------------------------------------------------------------
+
+_REDACTED = "***"
+# Whatever urlsplit ignores at the start of a URL, and the characters it drops anywhere.
+_LEADING_JUNK = "".join(map(chr, range(0x21)))
+_DROPPED = str.maketrans("", "", "\t\r\n")
+_URL_START = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*:)?//")
+_SCHEME_ONLY = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")  # not a drive letter (C:)
+_EMBEDDED_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*")
+_SECRET_WORDS = ("key", "token", "secret", "pass", "pwd", "auth", "sig", "cred", "session", "jwt", "bearer",
+                 "private", "code", "otp")
+_SECRET_NAMES = frozenset({"sid", "pw", "pin"})
+
+
+def _secret_name(name: str) -> bool:
+    """True for a query parameter whose value is probably a secret (``api_key``, ``X-Amz-Signature``, …)."""
+    word = re.sub(r"[^a-z0-9]", "", unquote_plus(name).lower())
+    return word in _SECRET_NAMES or any(part in word for part in _SECRET_WORDS)
+
+
+def _redact_params(text: str) -> str:
+    """``a=1&token=abc`` -> ``a=1&token=***``: values of secret-looking names hidden."""
+    out = []
+    for part in re.split(r"([&;])", text):
+        name, sep, value = part.partition("=")
+        out.append(f"{name}={_REDACTED}" if sep and value and _secret_name(name) else part)
+    return "".join(out)
+
+
+def _redact_one(url: str) -> str:
+    url = url.lstrip(_LEADING_JUNK).translate(_DROPPED)
+    start = _URL_START.match(url) or _SCHEME_ONLY.match(url)
+    if start is None:
+        return url
+    prefix, rest = url[: start.end()], url[start.end() :]
+    # The authority ends at the first "/", "?" or "#" for every parser; look for "@" up to the first
+    # "/" only, so that a password holding "?" or "#" is hidden too (at worst a host is hidden as well).
+    slash = rest.find("/")
+    span = rest if slash < 0 else rest[:slash]
+    at = span.rfind("@")
+    if at >= 0:
+        rest = f"{_REDACTED}@{rest[at + 1 :]}"
+    before_fragment, hash_sign, fragment = rest.partition("#")
+    before_query, question, query = before_fragment.partition("?")
+    rest = before_query + question + _redact_params(query) + hash_sign + (_redact_params(fragment) if hash_sign else "")
+    return prefix + rest
+
+
+def redact_url(url: str) -> str:
+    """``url`` fit for a message, a log line or a repr: credentials and secret query values hidden.
+
+    ``https://user:pw@host/mcp?api_key=abc&x=1`` becomes
+    ``https://***@host/mcp?api_key=***&x=1``: the user info is replaced, and
+    so is the value of every query (and fragment) parameter whose name looks
+    secret (key, token, secret, password, auth, sig, credential, session, code, …).
+    A string that is not a URL comes back with any URL inside it redacted the
+    same way. Never raises, whatever it is given.
+    """
+    try:
+        text = url if isinstance(url, str) else str(url)
+        stripped = text.lstrip(_LEADING_JUNK).translate(_DROPPED)
+        if _URL_START.match(stripped) or _SCHEME_ONLY.match(stripped):
+            return _redact_one(text)
+        return _EMBEDDED_URL.sub(lambda m: _redact_one(m.group()), text)
+    except Exception:  # noqa: BLE001 - a message must not fail because of what it shows
+        return _REDACTED
 
 
 def is_url(text: str) -> bool:
     """True when ``text`` starts with a URL scheme (``http://``, ``https://``, …)."""
     return bool(_URL.match(text))
+
+
+# -- strict values -------------------------------------------------------------------------------
+
+
+def _shown(value: Any) -> str:
+    """A wrong value in a message: a short repr for a word or number, else only its type."""
+    if isinstance(value, (bool, int, float)) or value is None:
+        return repr(value)
+    if isinstance(value, str) and len(value) <= 20:
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
+def _parse_bool(value: Any, field: str, server: str) -> bool:
+    """A config flag: a bool, or true/false, yes/no, on/off, 1/0 as a string (any case)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE_WORDS:
+            return True
+        if word in _FALSE_WORDS:
+            return False
+    raise ConfigError(f"server {server!r}: {field!r} must be true or false (also yes/no, on/off, 1/0), not {_shown(value)}")
+
+
+def _parse_verify(value: Any, server: str) -> bool | str | None:
+    """``verify``: a bool (or a true/false word), or the path of a CA bundle or directory."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE_WORDS or word in _FALSE_WORDS:
+            return word in _TRUE_WORDS
+        if value.strip():
+            return value
+        # requests reads an empty path as "do not verify"; nobody means that by "".
+    raise ConfigError(f"server {server!r}: 'verify' must be true, false or the path of a CA bundle, not {_shown(value)}")
+
+
+def _check_headers(headers: Mapping[Any, Any], server: str) -> dict[str, Any]:
+    """Header names must be tokens and values single lines; a message names the header, never its value."""
+    checked: dict[str, Any] = {}
+    for key, value in headers.items():
+        if not isinstance(key, str) or not _HEADER_NAME.match(key):
+            raise ConfigError(f"server {server!r}: {_shown(key)} is not a valid HTTP header name")
+        if not isinstance(value, (str, bytes)):
+            raise ConfigError(f"server {server!r}: the value of header {key!r} must be a string, not a {type(value).__name__}")
+        text = value.decode("latin-1") if isinstance(value, bytes) else value
+        if _BAD_HEADER_VALUE.search(text):
+            raise ConfigError(f"server {server!r}: the value of header {key!r} has a line break, a NUL or leading whitespace")
+        checked[key] = value
+    return checked
+
+
+# -- building transports -------------------------------------------------------------------------
 
 
 def make_transport(
@@ -45,13 +178,15 @@ def make_transport(
     """Build (but do not start) the transport ``spec`` asks for.
 
     ``http`` holds the HTTP options (headers, auth, verify, cert, proxies,
-    transport, connect_timeout, read_timeout, max_workers).
+    transport, connect_timeout, read_timeout, max_workers). Flags
+    (``inherit_env``, a boolean ``verify``) are bools or the words
+    true/false, yes/no, on/off, 1/0; anything else is a ConfigError.
     """
     from .transports.stdio import DEFAULT_MAX_MESSAGE_BYTES, StdioTransport
 
     argv: list[str]
     entry_env: dict[str, str] = {}
-    entry_inherit = False
+    entry_inherit: Any = False
     if isinstance(spec, str):
         if not spec.strip():
             raise ConfigError("the server command is empty")
@@ -60,16 +195,22 @@ def make_transport(
         try:
             argv = shlex.split(spec)
         except ValueError as exc:
-            raise ConfigError(f"cannot split the command {spec!r}: {exc}") from exc
+            # The command line itself is not shown: it may hold a token.
+            program = redact_url(spec.split(None, 1)[0])
+            raise ConfigError(f"cannot split the command line of {program!r} like a shell would: {exc}") from None
     elif isinstance(spec, Mapping):
+        label = str(name or spec.get("name") or "")
+        where = f"server {label!r}" if label else "server entry"
         if "url" in spec:
             unknown = set(spec) - _HTTP_KEYS
             if unknown:
-                raise ConfigError(f"unknown keys in server entry: {', '.join(sorted(unknown))}")
+                raise ConfigError(f"unknown keys in {where}: {', '.join(sorted(map(str, unknown)))}")
+            if not isinstance(spec["url"], str):
+                raise ConfigError(f"{where}: 'url' must be a string, not a {type(spec['url']).__name__}")
             options = dict(http or {})
             entry_headers = spec.get("headers") or {}
             if not isinstance(entry_headers, Mapping):
-                raise ConfigError("'headers' must be a mapping of names to strings")
+                raise ConfigError(f"{where}: 'headers' must be a mapping of names to strings")
             options["headers"] = {**{str(k): str(v) for k, v in entry_headers.items()}, **(options.get("headers") or {})}
             for key in ("auth", "verify"):
                 if key in spec and key not in options:
@@ -77,40 +218,50 @@ def make_transport(
             kind = spec.get("transport", spec.get("type"))
             if kind is not None and "transport" not in options:
                 options["transport"] = kind
-            return _http_transport(str(spec["url"]), name or spec.get("name"), options, max_message_bytes)
+            return _http_transport(spec["url"], name or spec.get("name"), options, max_message_bytes)
         unknown = set(spec) - _STDIO_KEYS
         if unknown:
-            raise ConfigError(f"unknown keys in server entry: {', '.join(sorted(unknown))}")
+            raise ConfigError(f"unknown keys in {where}: {', '.join(sorted(map(str, unknown)))}")
         command = spec.get("command")
         if not isinstance(command, str) or not command:
-            raise ConfigError(f"a server entry needs a 'command' (stdio) or a 'url' (HTTP): {dict(spec)!r:.200}")
+            # Only the keys: the values (env above all) may hold secrets.
+            raise ConfigError(f"{where} needs a 'command' (stdio) or a 'url' (HTTP); "
+                              f"it has {', '.join(sorted(map(repr, map(str, spec)))) or 'no keys'}")
         args = spec.get("args", [])
-        if not isinstance(args, (list, tuple)) or not all(isinstance(a, (str, int, float)) for a in args):
-            raise ConfigError(f"'args' must be a list of strings, not {args!r:.200}")
+        if not isinstance(args, (list, tuple)):
+            raise ConfigError(f"{where}: 'args' must be a list of strings, not a {type(args).__name__}")
+        for i, arg in enumerate(args):
+            if not isinstance(arg, (str, int, float)):
+                raise ConfigError(f"{where}: 'args' must be a list of strings; item {i} is a {type(arg).__name__}")
         argv = [command] + [str(a) for a in args]
         raw_env = spec.get("env") or {}
         if not isinstance(raw_env, Mapping):
-            raise ConfigError("'env' must be a mapping of names to strings")
+            raise ConfigError(f"{where}: 'env' must be a mapping of names to strings")
         entry_env = {str(k): str(v) for k, v in raw_env.items()}
-        entry_inherit = bool(spec.get("inherit_env", False))
+        entry_inherit = spec.get("inherit_env", False)
         cwd = cwd if cwd is not None else spec.get("cwd")
         name = name or spec.get("name")
     elif isinstance(spec, (list, tuple)):
-        if not spec or not all(isinstance(a, str) for a in spec):
-            raise ConfigError(f"a server command list must hold strings, not {spec!r:.200}")
+        if not spec:
+            raise ConfigError("the server command list is empty")
+        for i, arg in enumerate(spec):
+            if not isinstance(arg, str):
+                raise ConfigError(f"a server command list must hold strings; item {i} is a {type(arg).__name__}")
         argv = list(spec)
     else:
-        raise ConfigError(f"cannot connect to {spec!r:.100}: give a command (str or list), a URL, or a server entry dict")
+        raise ConfigError(f"cannot connect to a {type(spec).__name__}: give a command (str or list), a URL, or a server entry dict")
     if not argv:
         raise ConfigError("the server command is empty")
+    server = str(name or _default_name(argv))
+    inherit = _parse_bool(entry_inherit if inherit_env is None else inherit_env, "inherit_env", server)
     if cwd is not None and not os.path.isdir(cwd):
-        raise ConfigError(f"the working directory {cwd!r} for server {name or argv[0]!r} does not exist")
+        raise ConfigError(f"the working directory {cwd!r} for server {server!r} does not exist")
     entry_env.update(env or {})
     transport = StdioTransport(
         argv,
-        name=name or _default_name(argv),
+        name=server,
         env=entry_env,
-        inherit_env=entry_inherit if inherit_env is None else inherit_env,
+        inherit_env=inherit,
         cwd=cwd,
         stderr=stderr,
         max_message_bytes=max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES,
@@ -128,7 +279,7 @@ def _default_name(argv: Sequence[str]) -> str:
         target = rest[0]
         if prog in ("python", "python3") and argv[1:2] == ["-m"] and len(argv) > 2:
             target = argv[2]
-        return os.path.basename(target.rstrip("/")) or prog
+        return os.path.basename(redact_url(target).rstrip("/")) or prog
     return prog
 
 
@@ -137,20 +288,36 @@ def _http_transport(url: str, name: str | None, options: Mapping[str, Any] | Non
 
     from .transports.http import HTTPTransport, SSETransport
 
+    shown = redact_url(url)
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        # urlsplit's own message may quote the netloc, credentials included.
+        raise ConfigError(f"{shown!r} is not a valid URL") from None
+    server = str(name or host or shown)
     opts = dict(options or {})
     kind = opts.pop("transport", None) or "auto"
     if kind not in _HTTP_KINDS:
-        raise ConfigError(f"transport must be one of {', '.join(sorted(_HTTP_KINDS))}; got {kind!r}")
+        raise ConfigError(f"server {server!r}: transport must be one of {', '.join(sorted(_HTTP_KINDS))}; got {_shown(kind)}")
     kind = _HTTP_KINDS[kind]
-    parts = urlsplit(url)
     if parts.scheme.lower() not in ("http", "https"):
-        raise ConfigError(f"{url!r}: only http:// and https:// URLs name remote servers")
-    if not parts.hostname:
-        raise ConfigError(f"{url!r} has no host")
+        raise ConfigError(f"{shown!r}: only http:// and https:// URLs name remote servers")
+    if not host:
+        raise ConfigError(f"{shown!r} has no host")
+    if "verify" in opts:
+        opts["verify"] = _parse_verify(opts["verify"], server)
+    if opts.get("headers"):
+        if not isinstance(opts["headers"], Mapping):
+            raise ConfigError(f"server {server!r}: 'headers' must be a mapping of names to strings")
+        opts["headers"] = _check_headers(opts["headers"], server)
+    if isinstance(opts.get("auth"), str) and _BAD_HEADER_VALUE.search(opts["auth"]):
+        raise ConfigError(f"server {server!r}: the bearer token has a line break, a NUL or leading whitespace")
     if max_message_bytes:
         opts["max_message_bytes"] = max_message_bytes
     if name:
         opts["name"] = name
     if kind == "sse" or (kind == "auto" and parts.path.rstrip("/").endswith("/sse")):
         return SSETransport(url, **opts)
-    return HTTPTransport(url, **opts)
+    # Only "auto" may fall back to HTTP+SSE; "streamable-http" decides.
+    return HTTPTransport(url, allow_fallback=kind == "auto", **opts)
