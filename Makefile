@@ -5,6 +5,8 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 PEERS  := .npm-peers
 EVERYTHING_VERSION := 2026.8.31
+MCP1_VENV := .venv-mcp1
+MCP1_VERSION := 1.30.0
 
 .PHONY: demo test lint bench peers clean conformance
 
@@ -29,13 +31,22 @@ $(PEERS)/.installed: Makefile
 
 peers: $(PEERS)/.installed
 
+# A FastMCP server of the MCP Python SDK's 1.x line (tests/test_peer_fastmcp1.py) runs in a venv of its
+# own: .venv has mcp 2.x. mcp 1.x needs Python 3.10+.
+$(MCP1_VENV)/.installed: Makefile
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10) and "mcp 1.x needs Python 3.10+: run make with PYTHON=python3.10 (or newer)")'
+	$(PYTHON) -m venv $(MCP1_VENV)
+	$(MCP1_VENV)/bin/python -m pip --disable-pip-version-check -q install 'mcp==$(MCP1_VERSION)'
+	touch $@
+
 ## demo: the CLI against the bundled demo server (tools, two calls, latency)
 demo: $(VENV)/.base
 	$(VENV)/bin/mcpcall demo
 
-## test: unit tests and real peers (demo server, official SDK, server-everything)
-test: $(VENV)/.test $(PEERS)/.installed
-	MCPCALL_PEERS=$(CURDIR)/$(PEERS) MCPCALL_REQUIRE_PEERS=1 $(PY) -m pytest $(PYTEST_ARGS)
+## test: unit tests and real peers (demo server, official SDK 2.x and FastMCP 1.x, server-everything)
+test: $(VENV)/.test $(PEERS)/.installed $(MCP1_VENV)/.installed
+	MCPCALL_PEERS=$(CURDIR)/$(PEERS) MCPCALL_MCP1_PYTHON=$(CURDIR)/$(MCP1_VENV)/bin/python MCPCALL_REQUIRE_PEERS=1 \
+		$(PY) -m pytest $(PYTEST_ARGS)
 
 ## lint: ruff and mypy --strict on the package
 lint: $(VENV)/.dev
@@ -48,7 +59,7 @@ bench: $(VENV)/.test
 	$(PY) benchmarks/bench_http.py
 
 clean:
-	rm -rf $(VENV) $(PEERS) build dist *.egg-info
+	rm -rf $(VENV) $(PEERS) $(MCP1_VENV) build dist *.egg-info
 
 ## conformance: the official MCP conformance suite (non-auth client scenarios, both revisions)
 conformance: $(VENV)/.base
