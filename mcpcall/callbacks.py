@@ -28,7 +28,6 @@ __all__ = ["CallbackRunner"]
 
 log = logging.getLogger("mcpcall.callbacks")
 
-_STOP = object()
 _WAKE = object()
 
 
@@ -71,7 +70,7 @@ class CallbackRunner:
         get = self._queue.get
         while not self._stopping:
             item = get()
-            if item is _STOP:
+            if item is None:
                 return
             if item is not _WAKE:
                 self._call(item)
@@ -100,7 +99,7 @@ class CallbackRunner:
                 item = self._queue.get(timeout=remaining)
             except queue.Empty:
                 break
-            if item is _STOP:
+            if item is None:
                 self._stopping = True
             elif item is not _WAKE:
                 self._call(item)
@@ -115,7 +114,7 @@ class CallbackRunner:
             thread = self._thread
         if thread is None:
             return
-        self._queue.put(_STOP)
+        self._queue.put(None)
         if thread is not threading.current_thread():
             thread.join(timeout)
             if thread.is_alive():

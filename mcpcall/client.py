@@ -35,17 +35,11 @@ from . import jsonrpc
 from ._version import __version__ as _version
 from .callbacks import CallbackRunner
 from .dispatcher import CONTINUED, Dispatcher, ProgressCallback, RequestFuture
-from .eras import (
-    LATEST_LEGACY_VERSION,
-    LATEST_MODERN_VERSION,
-    LEGACY_VERSIONS,
-    MODERN_VERSIONS,
-    Agreement,
-    Negotiator,
-)
+from .eras import Agreement, Negotiator
 from .errors import ConfigError, ConnectionClosed, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
 from .forking import Owned
 from .headers import InvalidHeaderAnnotation, header_params
+from .protocol import LATEST_LEGACY_VERSION, LATEST_MODERN_VERSION, LEGACY_VERSIONS, MODERN_VERSIONS
 from .scheduler import Deadline, get_scheduler
 from .schema import Check, output_check
 from .transports.base import Transport

@@ -182,7 +182,8 @@ def make_transport(
     (``inherit_env``, a boolean ``verify``) are bools or the words
     true/false, yes/no, on/off, 1/0; anything else is a ConfigError.
     """
-    from .transports.stdio import DEFAULT_MAX_MESSAGE_BYTES, StdioTransport
+    from .transports.base import DEFAULT_MAX_MESSAGE_BYTES
+    from .transports.stdio import StdioTransport
 
     argv: list[str]
     entry_env: dict[str, str] = {}

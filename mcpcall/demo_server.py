@@ -67,6 +67,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 JSON = dict[str, Any]
 
+# The server keeps its own copy of these facts (mcpcall.protocol has the client's): it runs as a plain
+# script too, and a peer that shared the client's constants could not catch a wrong one.
 MODERN_VERSIONS = ("2026-07-28",)
 LEGACY_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 LATEST_LEGACY_VERSION = LEGACY_VERSIONS[0]

@@ -27,31 +27,27 @@ from typing import Any, Callable
 
 from .dispatcher import Dispatcher
 from .errors import HTTPError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
+from .protocol import (
+    LATEST_LEGACY_VERSION,
+    LATEST_MODERN_VERSION,
+    LEGACY_VERSIONS,
+    META_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+    META_SERVER_INFO,
+    META_VERSION,
+    MODERN_VERSIONS,
+)
 from .transports.base import Transport
 from .types import Implementation
 
 __all__ = [
-    "LATEST_LEGACY_VERSION",
-    "LATEST_MODERN_VERSION",
-    "LEGACY_VERSIONS",
-    "META_VERSION",
-    "MODERN_VERSIONS",
     "Agreement",
     "Negotiator",
 ]
 
 log = logging.getLogger("mcpcall.client")
 
-LEGACY_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
-MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
-LATEST_LEGACY_VERSION = LEGACY_VERSIONS[0]
-LATEST_MODERN_VERSION = MODERN_VERSIONS[0]
-
-META_VERSION = "io.modelcontextprotocol/protocolVersion"
-META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
-META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
-META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
-META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 
 # Era found per server (argv or URL) by protocol="auto": ("modern"|"legacy", version).
 _era_cache: dict[Any, tuple[str, str]] = {}

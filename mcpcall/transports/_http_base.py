@@ -33,17 +33,15 @@ from ..errors import ConfigError, ConnectionClosed, HTTPError, MCPError, Protoco
 from ..forking import Owned
 from ._exchanges import Exchange, tracked_pool_classes
 from ._origins import origin, same_origin
-from .base import Receiver, Transport
+from .base import DEFAULT_MAX_MESSAGE_BYTES, Receiver, Transport
 
 __all__ = ["HTTPBase", "Job", "error_in_body"]
 
 log = logging.getLogger("mcpcall.http")
 
-DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 _CHUNK = 64 * 1024
 _MAX_REDIRECTS = 5
 _EXCERPT = 300
-_STOP = object()
 
 AuthOption = Union[None, str, Any, tuple[str, str]]
 
@@ -356,7 +354,7 @@ class HTTPBase(Transport):
     def _work(self) -> None:
         while True:
             job = self._jobs.get()
-            if job is _STOP:
+            if job is None:
                 return
             try:
                 with job.exchange:
@@ -390,7 +388,7 @@ class HTTPBase(Transport):
         for exchange in exchanges:
             exchange.abort()
         for _ in workers:
-            self._jobs.put(_STOP)
+            self._jobs.put(None)
         deadline = time.monotonic() + 5.0
         for worker in workers:
             if worker is not threading.current_thread():

@@ -16,7 +16,10 @@ from ..jsonrpc import RequestId
 
 log = logging.getLogger("mcpcall.transport")
 
-__all__ = ["Receiver", "Transport"]
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "Receiver", "Transport"]
+
+#: The largest message a transport accepts (a stdio line, an HTTP body, an SSE event) unless told otherwise.
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 
 class Receiver(Protocol):

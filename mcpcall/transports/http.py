@@ -28,6 +28,7 @@ from typing import Any
 from .. import jsonrpc
 from ..errors import ConnectionClosed, HTTPError, MCPError, ProtocolError, SessionExpired
 from ..headers import HeaderParams, param_headers, standard_headers
+from ..protocol import META_VERSION
 from ..sse import SSEStream
 from ._exchanges import Exchange
 from ._http_base import HTTPBase, Job, body_chunks, error_in_body, excerpt
@@ -38,7 +39,6 @@ __all__ = ["MAX_RETRY_SECONDS", "HTTPTransport", "SSETransport"]
 
 log = logging.getLogger("mcpcall.http")
 
-META_VERSION = "io.modelcontextprotocol/protocolVersion"
 MAX_RESUMES = 10
 DEFAULT_RETRY_MS = 500  # before resuming a stream whose server named no retry delay
 #: The longest a server's ``retry:`` makes us wait before resuming (a cancel, timeout or close ends it sooner).

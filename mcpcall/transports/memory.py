@@ -20,7 +20,6 @@ __all__ = ["MemoryTransport", "Reply", "Serve"]
 Reply = Callable[[dict[str, Any]], None]
 Serve = Callable[[dict[str, Any], Reply], None]
 
-_STOP = object()
 
 
 class MemoryTransport(Transport):
@@ -58,7 +57,7 @@ class MemoryTransport(Transport):
     def _server_loop(self) -> None:
         while True:
             message = self._to_server.get()
-            if message is _STOP:
+            if message is None:
                 return
             self._serve(message, self.reply)
 
@@ -67,7 +66,7 @@ class MemoryTransport(Transport):
         assert receiver is not None
         while True:
             message = self._to_client.get()
-            if message is _STOP:
+            if message is None:
                 return
             if isinstance(message, BaseException):
                 receiver.on_close(message)
@@ -86,8 +85,8 @@ class MemoryTransport(Transport):
         with self._lock:
             if self._gone is None:
                 self._gone = ConnectionClosed(f"client for server {self.name!r} is closed")
-        self._to_server.put(_STOP)
-        self._to_client.put(_STOP)
+        self._to_server.put(None)
+        self._to_client.put(None)
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(5.0)

@@ -42,13 +42,12 @@ from typing import IO, Any, Callable, Union
 from .. import jsonrpc
 from ..errors import ConfigError, ConnectionClosed, ProtocolError
 from ..forking import Owned, on_fork_in_child
-from .base import Receiver, Transport
+from .base import DEFAULT_MAX_MESSAGE_BYTES, Receiver, Transport
 
-__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "StdioTransport", "default_environment"]
+__all__ = ["StdioTransport", "default_environment"]
 
 log = logging.getLogger("mcpcall.stdio")
 
-DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 STDERR_TAIL_LINES = 40
 _STDERR_LINE_LIMIT = 64 * 1024
 _CHUNK = 1 << 20
