@@ -7,6 +7,20 @@
     with mcpcall.connect(["python", "-m", "mcpcall.demo_server"]) as client:
         names = [tool.name for tool in client.list_tools()]
         answer = client.call_tool("echo", {"message": "hi"}).text
+
+Each rule of the thread model is enforced in one place:
+
+- user code runs only on a caller's thread or the client's callbacks thread:
+  :class:`~mcpcall.callbacks.CallbackRunner`, which every done-callback of a
+  :class:`~mcpcall.dispatcher.RequestFuture` goes through;
+- an exception on an internal thread ends in the Future it concerns: the
+  dispatcher's ``fail`` (stdio) and the HTTP worker loop (``_http_base``);
+- the scheduler only decides: what it fires fails a Future or hands work off, and
+  ``Transport.cancel`` may never block (:mod:`mcpcall.transports.base`);
+- every HTTP exchange can be aborted from any thread without blocking:
+  :mod:`mcpcall.transports._exchanges`;
+- nothing leaves the origin the user named: :mod:`mcpcall.transports._origins`;
+- a forked child never touches what its parent owns: :mod:`mcpcall.forking`.
 """
 
 from __future__ import annotations
