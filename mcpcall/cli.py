@@ -15,15 +15,17 @@ is a string.
 
 Exit status: 0 success, 1 the tool reported an error (isError), 2 bad usage or
 configuration, 3 the server failed (could not start, closed, broke the
-protocol), 4 timeout, 5 the server answered with a JSON-RPC error, 141 the
-reader of the output went away (``mcpcall tools | head -1``: 128 + SIGPIPE, as
-shells report it; nothing is printed).
+protocol), 4 timeout, 5 the server answered with a JSON-RPC error, 74 the
+output could not be written (a full disk), 141 the reader of the output went
+away (``mcpcall tools | head -1``: 128 + SIGPIPE, as shells report it;
+nothing is printed).
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import io
 import json
 import os
 import shutil
@@ -41,29 +43,52 @@ from .types import CallToolResult, Tool
 COMMANDS = ("tools", "call", "info", "demo")
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_SERVER, EXIT_TIMEOUT, EXIT_RPC = 0, 1, 2, 3, 4, 5
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader went away
+EXIT_OUTPUT = 74  # EX_IOERR (sysexits.h): the output could not be written
 
 
 class _OutputClosed(Exception):
     """Whoever reads the output stopped reading (``mcpcall tools | head -1``)."""
 
 
+class _OutputFailed(Exception):
+    """The output cannot be written (a full disk, ``> /dev/full``)."""
+
+
 class _Output:
-    """The output stream, with a broken pipe told apart from every other error on the way."""
+    """The output stream, with a broken pipe told apart from every other error on the way.
+
+    An unbuffered stream (``python -u``, ``PYTHONUNBUFFERED=1``) is written
+    through its raw file, all of it: ``TextIOWrapper`` over a raw file drops
+    what a short write to a pipe left over, so a reader that went away
+    mid-write would go unnoticed and the output would end silently.
+    """
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
+        buffer = getattr(stream, "buffer", None)
+        self._raw = buffer if isinstance(buffer, io.RawIOBase) else None
 
     def write(self, text: str) -> None:
         try:
-            self.stream.write(text)
+            if self._raw is None:
+                self.stream.write(text)
+                return
+            data = memoryview(text.encode(getattr(self.stream, "encoding", None) or "utf-8", "replace"))
+            while data:
+                written = self._raw.write(data)
+                data = data[written or 0 :]
         except BrokenPipeError as exc:
             raise _OutputClosed from exc
+        except (OSError, ValueError) as exc:
+            raise _OutputFailed(str(exc)) from exc
 
     def flush(self) -> None:
         try:
             self.stream.flush()
         except BrokenPipeError as exc:
             raise _OutputClosed from exc
+        except (OSError, ValueError) as exc:
+            raise _OutputFailed(str(exc)) from exc
 
 
 def _discard_rest(stream: TextIO) -> None:
@@ -117,7 +142,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="mcpcall",
         description="Call tools on an MCP server (no SERVER: the bundled demo server).",
         epilog="exit status: 0 ok, 1 tool error, 2 usage, 3 server failure, 4 timeout, 5 JSON-RPC error, "
-               "141 output pipe closed (| head)",
+               "74 output not writable, 141 output pipe closed (| head)",
     )
     p.add_argument("words", nargs="*", metavar="[SERVER] COMMAND ARGS", help="tools | call NAME [ARGS] | info | demo")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
@@ -305,6 +330,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except _OutputClosed:
         _discard_rest(stream)
         return EXIT_BROKEN_PIPE
+    except _OutputFailed as exc:
+        _discard_rest(stream)
+        _say(f"mcpcall: cannot write the output: {exc}\n")
+        return EXIT_OUTPUT
     return code
 
 

@@ -36,7 +36,7 @@ from ._version import __version__ as _version
 from .callbacks import CallbackRunner
 from .dispatcher import CONTINUED, Dispatcher, ProgressCallback, RequestFuture
 from .eras import Agreement, Negotiator
-from .errors import ConfigError, ConnectionClosed, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
+from .errors import ConfigError, ConnectionClosed, InvalidRequest, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
 from .forking import Owned
 from .headers import InvalidHeaderAnnotation, header_params
 from .protocol import LATEST_LEGACY_VERSION, LATEST_MODERN_VERSION, LEGACY_VERSIONS, MODERN_VERSIONS
@@ -95,7 +95,16 @@ class _Connection:
         self.closed = False
         self._lock = threading.Lock()
 
-    def close(self) -> None:
+    def switch_transport(self, transport: Transport, timeout: float) -> None:
+        """Replace the transport (auto's fallback to HTTP+SSE) and start the new one."""
+        old = self.dispatcher.transport
+        self.dispatcher.transport = transport
+        self.transport = transport
+        old.close()
+        transport.start(self.dispatcher, timeout=timeout)
+
+    def close(self, *, terminate: bool = False) -> None:
+        """Close everything; ``terminate``: without the graceful steps (a connect that failed)."""
         if self.owner.forked:
             # The parent's threads may have held any of our locks at the fork; its server,
             # session and buffered files are its own. Let go of everything, touch nothing.
@@ -108,7 +117,10 @@ class _Connection:
             self.closed = True
         try:
             self.dispatcher.fail_all(ConnectionClosed(f"client for server {self.name!r} was closed"))
-            self.dispatcher.transport.close()
+            if terminate:
+                self.dispatcher.transport.terminate()
+            else:
+                self.dispatcher.transport.close()
         finally:
             self.callbacks.close()
             _open.discard(self)
@@ -128,7 +140,7 @@ def _collected(connection: _Connection) -> None:
     warnings.warn(
         f"unclosed mcpcall client for server {connection.name!r} (close it, or use it in a with block)",
         ResourceWarning,
-        stacklevel=2,
+        stacklevel=3,  # the line that dropped the last reference (under weakref.finalize.__call__)
     )
     # Closing can take seconds (the stdio close ladder), and the collector may run anywhere.
     try:
@@ -201,15 +213,6 @@ class Client:
             on_request=_weakly(self._on_server_request),
             on_notification=_weakly(self._on_server_notification),
         )
-        self._negotiator = Negotiator(
-            self.dispatcher,
-            protocol=protocol,
-            probe_timeout=probe_timeout,
-            client_info=self.client_info,
-            capabilities=self._capabilities_for(capabilities),
-            log_level=log_level,
-            switch_transport=self._switch_transport,
-        )
         self.era: str | None = None
         self.protocol_version: str | None = None
         self.server_info: Implementation | None = None
@@ -219,7 +222,18 @@ class Client:
         self._meta: dict[str, Any] = {}
         self._session_lock = threading.Lock()
         self._server_logger = logging.getLogger(f"mcpcall.server.{self.name}")
+        # The negotiator and every thread reach the client's parts, never the client itself:
+        # so a client nobody references is freed at once, and its finalizer closes it.
         self._connection = _Connection(transport, self.dispatcher, self.callbacks, self.name)
+        self._negotiator = Negotiator(
+            self.dispatcher,
+            protocol=protocol,
+            probe_timeout=probe_timeout,
+            client_info=self.client_info,
+            capabilities=self._capabilities_for(capabilities),
+            log_level=log_level,
+            switch_transport=self._connection.switch_transport,
+        )
         self._finalizer = weakref.finalize(self, _collected, self._connection)
         self._finalizer.atexit = False  # at exit, close_all() closes what is open, without warnings
 
@@ -248,7 +262,9 @@ class Client:
                 )
             self._adopt(self._negotiator.negotiate(self.timeout, deadline))
         except BaseException:
-            self.close()
+            # The caller's deadline has passed or the server failed: no grace period on top of it.
+            self._finalizer.detach()
+            self._connection.close(terminate=True)
             raise
         return self
 
@@ -260,14 +276,6 @@ class Client:
         self.server_info = agreement.server_info
         self.instructions = agreement.instructions
         self._meta = self._negotiator.request_meta(agreement.version) if agreement.era == "modern" else {}
-
-    def _switch_transport(self, transport: Transport, timeout: float) -> None:
-        """Replace the transport (auto's fallback to HTTP+SSE) and start the new one."""
-        old = self.dispatcher.transport
-        self.dispatcher.transport = transport
-        self._connection.transport = transport
-        old.close()
-        transport.start(self.dispatcher, timeout=timeout)
 
     def __enter__(self) -> Client:  # noqa: PYI034 - no typing_extensions dependency for Self on 3.9/3.10
         return self
@@ -565,9 +573,9 @@ class Client:
         ``future.cancel()`` cancels the call at the server too.
         """
         if not isinstance(name, str):
-            raise TypeError(f"the tool name must be a string, not {type(name).__name__}")
+            raise InvalidRequest(f"the tool name must be a string, not {type(name).__name__}")
         if arguments is not None and not isinstance(arguments, Mapping):
-            raise TypeError(
+            raise InvalidRequest(
                 f"call_tool({name!r}, ...): arguments must be a mapping of argument names to values "
                 f"(a dict such as {{'message': ...}}), not {type(arguments).__name__}"
             )
@@ -580,7 +588,7 @@ class Client:
     def _call_result(self, result: dict[str, Any], future: RequestFuture) -> CallToolResult:
         params = future.context.params if future.context is not None else None
         name = params.get("name", "") if isinstance(params, dict) else ""
-        parsed = parse_call_result(result, name)
+        parsed = parse_call_result(result, name, self.name)
         if self.validate_output and not parsed.is_error:
             check = self._output_checks.get(name)
             if check is not None:

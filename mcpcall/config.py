@@ -272,16 +272,53 @@ def make_transport(
     return transport
 
 
+_RUNNERS = re.compile(r"^(?:npx|uvx|pipx|bunx|pnpx|node|nodejs|deno|bun|uv|python[0-9.]*|pypy[0-9.]*)(?:\.exe)?$")
+_RUNNER_WORDS = frozenset({"run", "exec", "x", "dlx"})  # uv run X, pipx run X, deno run X, pnpm dlx X
+_GENERIC_FILES = re.compile(r"^(?:index|main|server|cli|app|__main__|__init__)\.(?:[cm]?js|ts|py)$")
+_GENERIC_DIRS = frozenset({"dist", "build", "lib", "src", "bin", "out", "esm", "cjs", "app"})
+_SCRIPT_SUFFIX = re.compile(r"\.(?:[cm]?js|ts|py)$")
+
+
 def _default_name(argv: Sequence[str]) -> str:
-    """A short readable name: the program, or the package/script it runs."""
-    prog = os.path.basename(argv[0])
-    rest = [a for a in argv[1:] if not a.startswith("-")]
-    if prog in ("npx", "uvx", "pipx", "bunx", "node", "python", "python3", "deno", "uv") and rest:
-        target = rest[0]
-        if prog in ("python", "python3") and argv[1:2] == ["-m"] and len(argv) > 2:
-            target = argv[2]
-        return os.path.basename(redact_url(target).rstrip("/")) or prog
+    """A short name that tells servers apart: the package or script a runner runs, else the program.
+
+    ``node .../server-filesystem/dist/index.js`` is ``server-filesystem``,
+    ``npx -y @scope/pkg@1.2`` is ``pkg``, ``python -m pkg.mod`` is ``pkg.mod``,
+    ``python my_server.py`` is ``my_server``, ``python -c CODE`` is ``python -c``.
+    """
+    prog = os.path.basename(argv[0]) or argv[0]
+    if not _RUNNERS.match(prog):
+        return redact_url(prog)
+    args = list(argv[1:])
+    for i, arg in enumerate(args):
+        if arg == "-m" and i + 1 < len(args):
+            return redact_url(args[i + 1])
+        if arg == "-c" or arg == "-e" or arg == "--eval":
+            return f"{prog} {arg}"
+        if arg.startswith("-"):
+            continue
+        if arg in _RUNNER_WORDS and i == 0:
+            continue
+        return _name_of_target(redact_url(arg)) or prog
     return prog
+
+
+def _name_of_target(target: str) -> str:
+    """``@scope/pkg@1.2`` -> ``pkg``; ``.../pkg/dist/index.js`` -> ``pkg``; ``tool.py`` -> ``tool``."""
+    if target.startswith("@"):  # an npm package with a scope, maybe a version
+        package = target.split("/", 1)[-1]
+        return package.split("@", 1)[0] or target
+    if "://" in target:
+        return os.path.basename(target.rstrip("/")) or target
+    parts = [p for p in target.replace("\\", "/").split("/") if p and p != "."]
+    if not parts:
+        return ""
+    last = parts[-1].split("@", 1)[0] if "/" not in target and "@" in parts[-1][1:] else parts[-1]
+    if _GENERIC_FILES.match(last):
+        for folder in reversed(parts[:-1]):
+            if folder not in _GENERIC_DIRS and folder != "..":
+                return folder
+    return _SCRIPT_SUFFIX.sub("", last) or last
 
 
 def _http_transport(url: str, name: str | None, options: Mapping[str, Any] | None, max_message_bytes: int | None) -> Transport:
@@ -296,7 +333,11 @@ def _http_transport(url: str, name: str | None, options: Mapping[str, Any] | Non
     except ValueError:
         # urlsplit's own message may quote the netloc, credentials included.
         raise ConfigError(f"{shown!r} is not a valid URL") from None
-    server = str(name or host or shown)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    server = str(name or (f"{host}:{port}" if host and port else host) or shown)
     opts = dict(options or {})
     kind = opts.pop("transport", None) or "auto"
     if kind not in _HTTP_KINDS:
@@ -316,8 +357,7 @@ def _http_transport(url: str, name: str | None, options: Mapping[str, Any] | Non
         raise ConfigError(f"server {server!r}: the bearer token has a line break, a NUL or leading whitespace")
     if max_message_bytes:
         opts["max_message_bytes"] = max_message_bytes
-    if name:
-        opts["name"] = name
+    opts["name"] = server
     if kind == "sse" or (kind == "auto" and parts.path.rstrip("/").endswith("/sse")):
         return SSETransport(url, **opts)
     # Only "auto" may fall back to HTTP+SSE; "streamable-http" decides.

@@ -100,6 +100,7 @@ class CallToolResult:
     is_error: bool = False
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     tool: str = ""
+    server: str = ""
 
     @property
     def text(self) -> str:
@@ -115,11 +116,13 @@ class CallToolResult:
         """Raise :class:`ToolError` if the tool reported failure; else return self."""
         if self.is_error:
             name = f"tool {self.tool!r}" if self.tool else "tool"
+            if self.server:
+                name += f" of server {self.server!r}"
             raise ToolError(f"{name} reported an error: {self.text or '(no message)'}", self)
         return self
 
 
-def parse_call_result(data: dict[str, Any], tool: str = "") -> CallToolResult:
+def parse_call_result(data: dict[str, Any], tool: str = "", server: str = "") -> CallToolResult:
     """A :class:`CallToolResult` from a ``tools/call`` result dict."""
     content = data.get("content")
     if content is None:
@@ -135,6 +138,7 @@ def parse_call_result(data: dict[str, Any], tool: str = "") -> CallToolResult:
         is_error=data.get("isError") is True,
         raw=data,
         tool=tool,
+        server=server,
     )
     return result
 

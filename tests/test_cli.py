@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from mcpcall.cli import EXIT_BROKEN_PIPE, main, main_exit, parse_arguments, parse_value
+from mcpcall.cli import EXIT_BROKEN_PIPE, EXIT_OUTPUT, main, main_exit, parse_arguments, parse_value
 from mcpcall.types import Tool
 from tests.conftest import fault_argv
 
@@ -180,9 +180,10 @@ def test_reader_gone_before_any_output(unbuffered: bool) -> None:
     _assert_quiet(err)
 
 
-def test_reader_gone_after_one_line() -> None:
-    # Buffered stdout only: unbuffered (-u), a write cut short by the reader going away returns the bytes
-    # it wrote and TextIOWrapper drops the rest without an error, so there would be no broken pipe to see.
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+def test_reader_gone_after_one_line(unbuffered: bool) -> None:
+    # Unbuffered (-u, PYTHONUNBUFFERED=1), a write cut short by the reader going away returned the bytes
+    # it wrote and TextIOWrapper dropped the rest without an error: status 0 and the output cut silently.
     r, w = os.pipe()
     try:
         fcntl.fcntl(w, F_SETPIPE_SZ, 4096)
@@ -193,10 +194,23 @@ def test_reader_gone_after_one_line() -> None:
     if len(BIG_MESSAGE) < capacity + 1000:
         pytest.skip(f"a pipe here holds at least {capacity} bytes: the output would fit")
     argv = [sys.executable, "-m", "mcpcall", "call", "echo", "message=" + BIG_MESSAGE]
-    code, err, first = _run_into_pipe(argv, unbuffered=False, read_first_line=True)
+    code, err, first = _run_into_pipe(argv, unbuffered=unbuffered, read_first_line=True)
     assert first == b"line 00000 " + b"x" * 90 + b"\n"
     assert code == EXIT_BROKEN_PIPE
     _assert_quiet(err)
+
+
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+def test_output_that_cannot_be_written_is_one_line_and_its_own_status(unbuffered: bool) -> None:
+    # > /dev/full printed a traceback and exited 1, the status of a tool error.
+    env = dict(os.environ, PYTHONUNBUFFERED="1") if unbuffered else {k: v for k, v in os.environ.items()
+                                                                      if k != "PYTHONUNBUFFERED"}
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "mcpcall", "tools"], stdout=full, stderr=subprocess.PIPE,
+                              env=env, timeout=60, check=False)
+    assert done.returncode == EXIT_OUTPUT == 74, done.stderr
+    assert b"Traceback" not in done.stderr
+    assert done.stderr.decode().strip() == "mcpcall: cannot write the output: [Errno 28] No space left on device"
 
 
 def test_reader_gone_console_script_and_help() -> None:

@@ -169,6 +169,33 @@ def test_default_name_hides_url_credentials() -> None:
     assert make_transport(["npx", "-y", "@scope/server-thing"]).name == "server-thing"
 
 
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        # Every npm server run by node was called "index.js": servers could not be told apart.
+        (["node", "/x/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js", "/tmp"], "server-filesystem"),
+        (["npx", "-y", "@modelcontextprotocol/server-everything@2026.8.31"], "server-everything"),
+        (["npx", "-y", "mcp-remote@latest", "https://example.invalid"], "mcp-remote"),
+        (["python3", "-m", "mcpcall.demo_server"], "mcpcall.demo_server"),
+        (["python3", "-c", "import sys; print(sys.argv)"], "python3 -c"),  # not the whole code string
+        (["/usr/bin/python3.11", "servers/my_server.py", "--flag"], "my_server"),
+        (["uv", "run", "server.py"], "server"),
+        (["uvx", "mcp-server-time"], "mcp-server-time"),
+        (["/opt/bin/mcp-server-time", "--local-timezone", "UTC"], "mcp-server-time"),
+    ],
+)
+def test_default_names_tell_servers_apart(argv: list[str], expected: str) -> None:
+    assert make_transport(argv).name == expected
+
+
+def test_a_url_server_is_named_by_host_and_port() -> None:
+    # Every local URL was "127.0.0.1", whatever its port.
+    assert make_transport("http://127.0.0.1:8123/mcp").name == "127.0.0.1:8123"
+    assert make_transport("https://example.invalid/mcp").name == "example.invalid"
+    assert make_transport("https://u:hunter2@example.invalid:8443/mcp").name == "example.invalid:8443"
+    assert make_transport("http://127.0.0.1:8123/mcp", http={"transport": "sse"}).name == "127.0.0.1:8123"
+
+
 # -- strict flags -----------------------------------------------------------------------------------------
 
 TRUE_WORDS = [True, "true", "True", "TRUE", "yes", "Yes", "1", "on", "ON", " true "]

@@ -185,6 +185,7 @@ def test_tool_error(client: mcpcall.Client) -> None:
         result.raise_for_error()
     assert info.value.result is result
     assert "this tool always fails" in str(info.value)
+    assert f"tool 'fail' of server {client.name!r}" in str(info.value)
     # The failure is the tool's, not the connection's.
     assert client.call_tool("echo", {"message": "still here"}).text == "still here"
 

@@ -89,3 +89,11 @@ class Transport:
     def close(self) -> None:
         """End the connection and every thread the transport owns; idempotent."""
         raise NotImplementedError
+
+    def terminate(self) -> None:
+        """End at once, skipping the graceful steps (a connect that failed); idempotent.
+
+        A stdio server is signalled without first waiting for it to exit on
+        its own; other transports close as usual.
+        """
+        self.close()

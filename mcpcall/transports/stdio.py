@@ -54,6 +54,7 @@ _CHUNK = 1 << 20
 _PEEK = 4096
 _WARNINGS_PER_KIND = 10  # then the rest of that kind goes to debug only
 _EXIT_GRACE = 0.2  # after the server exits, how long stdout may stay quiet before it counts as closed
+_TERMINATE_GRACE = 0.5  # terminate(): how long SIGTERM has before SIGKILL
 _BATCHES_ALLOWED = ("2025-03-26",)  # the one revision that allowed JSON-RPC batches
 _POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
@@ -556,7 +557,14 @@ class StdioTransport(Transport):
                     pass
         self._wake_r = self._wake_w = self._pidfd = -1
 
+    def terminate(self) -> None:
+        """Close without waiting for the server to leave on its own: SIGTERM at once (a failed connect)."""
+        self._close(graceful=False)
+
     def close(self) -> None:
+        self._close(graceful=True)
+
+    def _close(self, *, graceful: bool) -> None:
         if self._owner.forked:
             return  # the server is the parent's; _forget_inherited already let go of the pipes
         with self._close_lock:
@@ -568,7 +576,8 @@ class StdioTransport(Transport):
         self._wake.set()
         if proc is None:
             return
-        self._flush_writer(0.5)
+        if graceful:
+            self._flush_writer(0.5)
         with self._write_lock:
             # Under the lock, so the writer never writes to a closed (or reused) fd.
             self._out.clear()
@@ -579,8 +588,8 @@ class StdioTransport(Transport):
                 proc.stdin.close()
             except OSError:
                 pass
-        timeout = self.close_timeout
-        if self._exit_code(timeout) is None:
+        timeout = self.close_timeout if graceful else min(self.close_timeout, _TERMINATE_GRACE)
+        if not graceful or self._exit_code(timeout) is None:
             self._signal_group(proc.pid, signal.SIGTERM)
             if self._exit_code(timeout) is None:
                 log.warning("server %r ignored SIGTERM for %.1f s; killing it", self.name, timeout)
