@@ -27,6 +27,7 @@ import argparse
 import difflib
 import io
 import json
+import math
 import os
 import shutil
 import sys
@@ -146,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("words", nargs="*", metavar="[SERVER] COMMAND ARGS", help="tools | call NAME [ARGS] | info | demo")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
+    p.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per request (default 60; inf for none)")
     p.add_argument("--protocol", default="auto", help="auto, legacy, modern, or an exact version")
     p.add_argument("--env", action="append", default=[], metavar="K=V", help="set a variable for the server")
     p.add_argument("--inherit-env", action="store_true", help="pass this whole environment to the server")
@@ -156,6 +157,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--bearer", metavar="TOKEN", help="a bearer token for a remote server (or MCPCALL_BEARER)")
     p.add_argument("--version", action="version", version=f"mcpcall {__version__}")
     return p
+
+
+def _seconds(text: str) -> float:
+    """``--timeout``: positive seconds, or ``inf``."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0:  # also NaN
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds (or inf for none), not {text!r}")
+    return value
 
 
 def parse_value(text: str, schema: dict[str, Any] | None) -> Any:
@@ -184,6 +196,8 @@ def parse_arguments(words: Sequence[str], tool: Tool | None) -> dict[str, Any]:
         key, sep, value = word.partition("=")
         if not sep or not key:
             raise ConfigError(f"expected key=value or one JSON object, got {word!r}")
+        if key in args:
+            raise ConfigError(f"argument {key!r} is given twice")
         args[key] = parse_value(value, props.get(key) if isinstance(props, dict) else None)
     return args
 
@@ -341,11 +355,11 @@ def _main(argv: Sequence[str] | None, out: _Output) -> int:
     parser = _parser()
     try:
         args = parser.parse_intermixed_args(argv)
-    except SystemExit:  # --help, --version (on stdout) or a usage error (on stderr)
+    except SystemExit as exc:  # --help, --version (on stdout) or a usage error (on stderr)
         _flushed(sys.stderr)
         if not _flushed(sys.stdout):
-            raise SystemExit(EXIT_BROKEN_PIPE) from None
-        raise
+            return EXIT_BROKEN_PIPE
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     words: list[str] = list(args.words)
     if not words:
         parser.print_usage(sys.stderr)
@@ -355,6 +369,9 @@ def _main(argv: Sequence[str] | None, out: _Output) -> int:
         server, command, rest = _split_words(words)
     except ConfigError as exc:
         _say(f"mcpcall: error: {exc}\n")
+        return EXIT_USAGE
+    if command in ("tools", "info", "demo") and rest:
+        _say(f"mcpcall: error: {command} takes no arguments; got {' '.join(map(repr, rest))}\n")
         return EXIT_USAGE
     try:
         if command == "demo":
@@ -391,7 +408,7 @@ def _main(argv: Sequence[str] | None, out: _Output) -> int:
         _say(f"mcpcall: {exc}\n")
         return EXIT_USAGE
     except RequestTimeout as exc:
-        _say(f"mcpcall: {exc}\n")
+        _say(f"mcpcall: {str(exc).replace('raise timeout=', 'raise --timeout')}\n")
         return EXIT_TIMEOUT
     except RPCError as exc:
         _say(f"mcpcall: {exc}\n")

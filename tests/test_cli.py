@@ -87,6 +87,29 @@ def test_exit_codes(args: list[str], code: int, capsys: pytest.CaptureFixture[st
         assert err.strip()  # a reason is always printed
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # Each was taken silently: "info extra" ran info, "a=2 a=3" sent a=3, --timeout 0 spoke of math.inf.
+        (["info", "extra"], "info takes no arguments; got 'extra'"),
+        (["tools", "x", "y"], "tools takes no arguments"),
+        (["call", "add", "a=2", "a=3", "b=1"], "argument 'a' is given twice"),
+        (["--timeout", "0", "tools"], "--timeout: must be a positive number of seconds (or inf for none), not '0'"),
+        (["--timeout", "soon", "tools"], "not 'soon'"),
+    ],
+)
+def test_usage_mistakes_are_named(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(args, capsys)
+    assert code == 2 and message in err, err
+    assert out == ""
+
+
+def test_a_timeout_speaks_of_the_option(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["call", "slow", "seconds=30", "--timeout", "0.3"], capsys)
+    assert code == 4
+    assert "raise --timeout" in err and "timeout=" not in err, err
+
+
 def test_server_failure_message_names_the_cause(capsys: pytest.CaptureFixture[str]) -> None:
     server = " ".join(fault_argv("exit-at-start"))
     code, _, err = run([server, "tools"], capsys)
