@@ -12,13 +12,26 @@ Each rule of the thread model is enforced in one place:
 
 - user code runs only on a caller's thread or the client's callbacks thread:
   :class:`~mcpcall.callbacks.CallbackRunner`, which every done-callback of a
-  :class:`~mcpcall.dispatcher.RequestFuture` goes through;
+  :class:`~mcpcall.dispatcher.RequestFuture` goes through, and so do a stdio
+  server's stderr lines and every record mcpcall logs from an I/O or scheduler
+  thread (``Receiver.defer`` and ``Receiver.log``; logging handlers are user code);
+- nothing waits on the callbacks thread for an answer: Futures complete where
+  the answer arrives, and a waiter that wants the progress callbacks first waits
+  on ``RequestFuture.progress_drained``;
 - an exception on an internal thread ends in the Future it concerns: the
   dispatcher's ``fail`` (stdio) and the HTTP worker loop (``_http_base``);
 - the scheduler only decides: what it fires fails a Future or hands work off, and
   ``Transport.cancel`` may never block (:mod:`mcpcall.transports.base`);
 - every HTTP exchange can be aborted from any thread without blocking:
-  :mod:`mcpcall.transports._exchanges`;
+  :mod:`mcpcall.transports._exchanges`; every one under way (requests, cancel
+  notices, the POSTs a caller waits on) is registered, so ``close()`` aborts it
+  and a deadline bounds it (``HTTPBase.acknowledged``);
+- everything a close must end is reachable from the client's connection, never
+  only from the client (``_Connection``: the transport, calls between rounds):
+  a client nobody references is freed by reference counting, then closed;
+- every buffer is bounded: lines, bodies and events by ``max_message_bytes``,
+  what waits for a server that does not read its stdin, stderr lines waiting
+  for a slow consumer, pages of a listing;
 - nothing leaves the origin the user named: :mod:`mcpcall.transports._origins`;
 - a forked child never touches what its parent owns: :mod:`mcpcall.forking`.
 """

@@ -43,16 +43,17 @@ class CallbackRunner:
         self._stopping = False  # the stop marker was taken while waiting inside a callback
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> bool:
-        """Run ``fn(*args)`` on the callbacks thread; False (and dropped) after close()."""
-        if self._closed:
-            log.debug("%s is closed; dropped %s", self._name, getattr(fn, "__qualname__", fn))
-            return False
-        if self._thread is None:
-            with self._lock:
-                if self._thread is None and not self._closed:
-                    self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-                    self._thread.start()
-        self._queue.put((fn, args))
+        """Run ``fn(*args)`` on the callbacks thread; False (and not queued) after close().
+
+        Under the lock, so nothing is ever queued behind the stop marker and lost.
+        """
+        with self._lock:
+            if self._closed:
+                return False
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+            self._queue.put((fn, args))
         return True
 
     def in_callback_thread(self) -> bool:
@@ -112,9 +113,10 @@ class CallbackRunner:
                 return
             self._closed = True
             thread = self._thread
+            if thread is not None:
+                self._queue.put(None)
         if thread is None:
             return
-        self._queue.put(None)
         if thread is not threading.current_thread():
             thread.join(timeout)
             if thread.is_alive():

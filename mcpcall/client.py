@@ -62,6 +62,7 @@ Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
 _MRTR_METHODS = frozenset({"tools/call", "resources/read", "prompts/get"})
 _MAX_ROUNDS = 16
+_MAX_PAGES = 10_000
 _CAPABILITY_OF: dict[str, tuple[str, dict[str, Any]]] = {
     "sampling/createMessage": ("sampling", {}),
     "elicitation/create": ("elicitation", {"form": {}}),
@@ -94,6 +95,24 @@ class _Connection:
         self.owner = Owned()
         self.closed = False
         self._lock = threading.Lock()
+        # Futures between two rounds of a multi-round request (or before a retry): in no pending
+        # map, so close() fails them from here.
+        self._between: set[RequestFuture] = set()
+
+    def hold(self, future: RequestFuture) -> None:
+        """``future`` is between rounds until it is sent again or done; close() fails it meanwhile."""
+        with self._lock:
+            closed = self.closed
+            if not closed:
+                self._between.add(future)
+        if closed:
+            future.fail(ConnectionClosed(f"client for server {self.name!r} was closed"))
+            return
+        Future.add_done_callback(future, self._release)  # runs where it completes: our code only
+
+    def _release(self, future: Future[Any]) -> None:
+        with self._lock:
+            self._between.discard(future)
 
     def switch_transport(self, transport: Transport, timeout: float) -> None:
         """Replace the transport (auto's fallback to HTTP+SSE) and start the new one."""
@@ -115,8 +134,13 @@ class _Connection:
             if self.closed:
                 return
             self.closed = True
+            between = list(self._between)
+            self._between.clear()
         try:
-            self.dispatcher.fail_all(ConnectionClosed(f"client for server {self.name!r} was closed"))
+            closed = ConnectionClosed(f"client for server {self.name!r} was closed")
+            self.dispatcher.fail_all(closed)
+            for future in between:  # before the callbacks thread stops: their done-callbacks still run
+                future.fail(closed)
             if terminate:
                 self.dispatcher.transport.terminate()
             else:
@@ -157,6 +181,25 @@ def _weakly(method: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any
         bound = ref()
         if bound is not None:
             bound(message)
+
+    return call
+
+
+def _weak_hook(method: Callable[[Any, RequestFuture], Any], name: str) -> Callable[[Any, RequestFuture], Any]:
+    """A transform or error hook that holds its client weakly.
+
+    Pending entries (reachable from the reader thread) and Futures keep these;
+    a strong reference would keep a dropped client, its threads and its server
+    alive as long as one request is in flight. A client that is gone has been
+    closed, so its requests fail with ConnectionClosed.
+    """
+    ref = weakref.WeakMethod(method)
+
+    def call(value: Any, future: RequestFuture) -> Any:
+        bound = ref()
+        if bound is None:
+            raise ConnectionClosed(f"client for server {name!r} was closed")
+        return bound(value, future)
 
     return call
 
@@ -221,6 +264,9 @@ class Client:
         self.supported_versions: list[str] = []
         self._meta: dict[str, Any] = {}
         self._session_lock = threading.Lock()
+        self._on_modern_result = _weak_hook(self._modern_result, self.name)
+        self._on_modern_error = _weak_hook(self._modern_error, self.name)
+        self._on_call_result = _weak_hook(self._call_result, self.name)
         self._server_logger = logging.getLogger(f"mcpcall.server.{self.name}")
         # The negotiator and every thread reach the client's parts, never the client itself:
         # so a client nobody references is freed at once, and its finalizer closes it.
@@ -345,8 +391,6 @@ class Client:
         self._connection.owner.check(self.name)
         if self._connection.closed:
             raise ConnectionClosed(f"client for server {self.name!r} is closed")
-        if self.transport.session_lost:
-            self._new_session()
         if call.timeout is None:
             call.timeout = self.timeout
         if call.timeout != math.inf:
@@ -354,6 +398,8 @@ class Client:
                 raise ValueError(f"timeout must be positive seconds, not {call.timeout!r}")
             limit = call.max_timeout if call.reset and call.max_timeout is not None else call.timeout
             call.deadline = monotonic() + (math.inf if call.reset and call.max_timeout is None else limit)
+        if self.transport.session_lost:
+            self._new_session(call)
         future = RequestFuture(call.method, call, self.callbacks)
         return self._dispatch(call, future)
 
@@ -368,8 +414,8 @@ class Client:
                 return future
         if self.era == "modern":
             params: dict[str, Any] | None = self._params(call.params, self._meta)
-            transform: Any = self._modern_result
-            on_error: Any = self._modern_error
+            transform: Any = self._on_modern_result
+            on_error: Any = self._on_modern_error
         else:
             params = call.params
             transform = call.transform
@@ -412,7 +458,8 @@ class Client:
         raise ProtocolError(f"server {self.name!r} answered {call.method} with resultType {kind!r}, which mcpcall does not know")
 
     def _guard_gap(self, call: _Call, future: RequestFuture) -> None:
-        """Between rounds no request is pending: the call's own deadline still runs."""
+        """Between rounds no request is pending: the call's own deadline still runs, and close() ends it."""
+        self._connection.hold(future)
         if call.deadline == math.inf:
             return
         timeout_error = self._call_timeout(call)
@@ -490,22 +537,40 @@ class Client:
         except BaseException as exc:  # noqa: BLE001 - a handler's failure belongs to the caller's Future
             future.fail(exc)
 
-    @staticmethod
-    def _wait(future: Future[Any]) -> Any:
+    def _wait(self, future: Future[Any]) -> Any:
+        """The result, once the progress callbacks queued before it have run (within the call's deadline)."""
         # Every request has a deadline on the scheduler, so this wait ends.
         try:
-            return future.result()
+            result = future.result()
         except BaseException:
             if not future.done():
                 future.cancel()  # interrupted while waiting (Ctrl-C): tell the server
             raise
+        drained = getattr(future, "progress_drained", None)
+        if drained is not None and not self.callbacks.in_callback_thread():
+            call = getattr(future, "context", None)
+            deadline = call.deadline if isinstance(call, _Call) else math.inf
+            drained.wait(None if deadline == math.inf else max(0.0, deadline - monotonic()))
+        return result
 
-    def _new_session(self) -> None:
-        """The server dropped our (legacy HTTP) session: initialize again, once, for everyone."""
-        with self._session_lock:
+    def _new_session(self, call: _Call) -> None:
+        """The server dropped our (legacy HTTP) session: initialize again, once, for everyone.
+
+        Within what is left of ``call``'s deadline, waiting for another caller's
+        renewal included.
+        """
+        left = call.deadline - monotonic()
+        if left <= 0 or not self._session_lock.acquire(timeout=-1 if left == math.inf else left):
+            raise self._call_timeout(call)
+        try:
             if self.transport.session_lost and self.protocol_version is not None:
                 log.info("server %r: starting a new session", self.name)
-                self._adopt(self._negotiator.initialize(self.protocol_version, self.timeout))
+                left = call.deadline - monotonic()
+                if left <= 0:
+                    raise self._call_timeout(call)
+                self._adopt(self._negotiator.initialize(self.protocol_version, left))
+        finally:
+            self._session_lock.release()
 
     # -- typed methods ---------------------------------------------------------------
 
@@ -541,11 +606,29 @@ class Client:
         return kept
 
     def _paginate(self, method: str, key: str, timeout: float | None) -> Iterator[Any]:
+        """Every item of every page, all pages within one ``timeout``."""
+        total = self.timeout if timeout is None else timeout
+        deadline = monotonic() + total if total != math.inf else math.inf
         cursor: str | None = None
         seen = set()
+        pages = 0
         while True:
+            pages += 1
+            if pages > _MAX_PAGES:
+                raise ProtocolError(f"server {self.name!r} sent more than {_MAX_PAGES} pages for {method}; gave up")
+            left = deadline - monotonic()
             params = {"cursor": cursor} if cursor is not None else None
-            page = self._wait(self._send(_Call(method, params, timeout)))
+            try:
+                if left <= 0:
+                    raise RequestTimeout("no time left", method=method, timeout=total)
+                page = self._wait(self._send(_Call(method, params, left)))
+            except RequestTimeout as exc:
+                if pages == 1:
+                    raise
+                raise RequestTimeout(
+                    f"server {self.name!r} did not finish {method} within {total:g} s ({pages - 1} pages so far)",
+                    method=method, timeout=total,
+                ) from exc
             items = page.get(key)
             if not isinstance(items, list):
                 raise ProtocolError(f"server {self.name!r} answered {method} without a list {key!r}")
@@ -582,7 +665,7 @@ class Client:
         params: dict[str, Any] = {"name": name, "arguments": dict(arguments) if arguments else {}}
         if meta:
             params["_meta"] = dict(meta)
-        call = _Call("tools/call", params, timeout, self._call_result, on_progress, reset_timeout_on_progress, max_timeout)
+        call = _Call("tools/call", params, timeout, self._on_call_result, on_progress, reset_timeout_on_progress, max_timeout)
         return self._send(call)
 
     def _call_result(self, result: dict[str, Any], future: RequestFuture) -> CallToolResult:
@@ -627,9 +710,13 @@ class Client:
             )
         )
 
-    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
-        """Send a notification to the server."""
-        self.dispatcher.notify(method, params)
+    def notify(self, method: str, params: dict[str, Any] | None = None, timeout: float | None = None) -> None:
+        """Send a notification to the server.
+
+        Over HTTP this waits for the server to acknowledge it, at most ``timeout``
+        seconds (default: the client's timeout): :class:`RequestTimeout` then.
+        """
+        self.dispatcher.notify(method, params, timeout if timeout is not None else self.timeout)
 
     def ping(self, timeout: float | None = None) -> None:
         """Check the server answers (modern servers have no ping: ``server/discover`` is used)."""

@@ -149,7 +149,7 @@ def _check_headers(headers: Mapping[Any, Any], server: str) -> dict[str, Any]:
     """Header names must be tokens and values single lines; a message names the header, never its value."""
     checked: dict[str, Any] = {}
     for key, value in headers.items():
-        if not isinstance(key, str) or not _HEADER_NAME.match(key):
+        if not isinstance(key, str) or not _HEADER_NAME.fullmatch(key):  # "$" would let a final newline by
             raise ConfigError(f"server {server!r}: {_shown(key)} is not a valid HTTP header name")
         if not isinstance(value, (str, bytes)):
             raise ConfigError(f"server {server!r}: the value of header {key!r} must be a string, not a {type(value).__name__}")

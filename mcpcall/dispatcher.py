@@ -27,7 +27,15 @@ from typing import Any, Callable, Optional
 from .callbacks import CallbackRunner
 from .errors import ConnectionClosed, InvalidRequest, MCPError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
 from .forking import Owned
-from .jsonrpc import METHOD_NOT_FOUND, UNSUPPORTED_PROTOCOL_VERSION, RequestId, error_response, notification, result_response
+from .jsonrpc import (
+    INTERNAL_ERROR,
+    METHOD_NOT_FOUND,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    RequestId,
+    error_response,
+    notification,
+    result_response,
+)
 from .scheduler import Deadline, get_scheduler
 from .transports.base import Transport
 
@@ -61,6 +69,8 @@ class RequestFuture(Future):  # type: ignore[type-arg]
         #: Whatever the sender keeps with the request (the client: what a retry needs).
         self.context = context
         self.request_id: RequestId | None = None
+        #: Set (on the callbacks thread) once every progress callback queued before the answer has run.
+        self.progress_drained: threading.Event | None = None
         self._dispatcher: Dispatcher | None = None
         self._runner = runner
 
@@ -72,8 +82,17 @@ class RequestFuture(Future):  # type: ignore[type-arg]
             return
 
         def handoff(future: Future[Any]) -> None:
-            if not runner.submit(fn, future):
-                log.debug("client closed; done-callback %r not run", fn)
+            if runner.submit(fn, future):
+                return
+            # The client is closed. close() fails everything it owns before its callbacks thread
+            # stops, so this is a Future completed later: run the callback here, unless "here"
+            # is one of mcpcall's own threads, which never run user code.
+            if threading.current_thread().name.startswith("mcpcall-"):
+                return
+            try:
+                fn(future)
+            except Exception:  # as concurrent.futures does: a failing callback is logged
+                log.exception("a done-callback of %r raised", future)
 
         super().add_done_callback(handoff)
 
@@ -96,7 +115,7 @@ class RequestFuture(Future):  # type: ignore[type-arg]
     def cancel(self) -> bool:
         """Cancel the request: the Future ends cancelled and the server is told to stop.
 
-        Returns False when the answer is already in hand (or being delivered).
+        Returns False when the Future is already done.
         """
         dispatcher = self._dispatcher
         entry = dispatcher._pop(self.request_id) if dispatcher is not None and self.request_id is not None else None
@@ -139,7 +158,6 @@ class _Entry:
         "method",
         "on_error",
         "on_progress",
-        "ordered",
         "request_id",
         "reset_on_progress",
         "timeout",
@@ -158,7 +176,6 @@ class _Entry:
         self.on_progress: ProgressCallback | None = None
         self.reset_on_progress = False
         self.cancel_on_timeout = True
-        self.ordered = False
 
 
 class Dispatcher:
@@ -239,9 +256,17 @@ class Dispatcher:
             meta["progressToken"] = rid
             params["_meta"] = meta
             entry.on_progress = on_progress
-            # Complete through the callbacks thread, after the progress callbacks queued before the
-            # answer (from that thread itself, a plain wait would not run the queue).
-            entry.ordered = not self.callbacks.in_callback_thread()
+            if future.progress_drained is None:
+                # The Future completes on the reader at once (nothing waits on the callbacks thread
+                # for it); the barrier tells a waiter when the progress queued before it has run.
+                future.progress_drained = drained = threading.Event()
+                callbacks = self.callbacks
+
+                def barrier(_: Future[Any]) -> None:
+                    if not callbacks.submit(drained.set):
+                        drained.set()
+
+                Future.add_done_callback(future, barrier)
         if timeout is not None and timeout != math.inf:
             now = monotonic()
             entry.timeout = timeout
@@ -282,10 +307,10 @@ class Dispatcher:
             return error
         return exc
 
-    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
-        """Send a notification (no answer)."""
+    def notify(self, method: str, params: dict[str, Any] | None = None, timeout: float | None = None) -> None:
+        """Send a notification (no answer); ``timeout`` bounds waiting for an HTTP acknowledgement."""
         self.owner.check(self.name)
-        self.transport.send(notification(method, params))
+        self.transport.send(notification(method, params), timeout=timeout)
 
     # -- deadlines (the scheduler thread decides; it never waits or runs user code) --
 
@@ -335,11 +360,26 @@ class Dispatcher:
 
     def _transport_cancel(self, entry: _Entry, reason: str) -> None:
         # Transport.cancel never blocks: it queues a notice or shuts a socket (it runs on the scheduler).
-        if entry.cancel_on_timeout and self._closed is None:
+        # Without cancel_on_timeout the server is not told, but the transport still lets go of the
+        # request's I/O (an HTTP worker blocked on a silent probe is freed).
+        if self._closed is None:
             try:
-                self.transport.cancel(entry.request_id, reason)
-            except Exception:  # a cancel that cannot be sent changes nothing for the caller
-                log.debug("server %r: cancel of %r failed", self.name, entry.request_id, exc_info=True)
+                self.transport.cancel(entry.request_id, reason, notify=entry.cancel_on_timeout)
+            except Exception as exc:  # noqa: BLE001 - a cancel that cannot be sent changes nothing for the caller
+                self.log(logging.DEBUG, "server %r: cancel of %r failed: %s", self.name, entry.request_id, exc)
+
+    def log(self, level: int, fmt: str, *args: Any) -> None:
+        """Log from an I/O or scheduler thread: the record is emitted on the callbacks thread.
+
+        Logging handlers are user code (a slow one must not stall a server's I/O);
+        nothing is queued when the level is off.
+        """
+        if log.isEnabledFor(level):
+            self.callbacks.submit(log.log, level, fmt, *args)
+
+    def defer(self, fn: Callable[..., Any], *args: Any) -> bool:
+        """Run ``fn(*args)`` on the callbacks thread (for transports with user code to run)."""
+        return self.callbacks.submit(fn, *args)
 
     def in_flight(self) -> int:
         """How many requests await an answer."""
@@ -379,7 +419,7 @@ class Dispatcher:
                 if result.__class__ is dict and "error" not in message:
                     entry = self._pop(rid)
                     if entry is None:
-                        log.debug("server %r: dropped a response to unknown or finished request %r", self.name, rid)
+                        self.log(logging.DEBUG, "server %r: dropped a response to unknown or finished request %r", self.name, rid)
                     else:
                         self._complete(entry, result)
                     return
@@ -391,13 +431,13 @@ class Dispatcher:
                 return
             error = message.get("error")
             if rid is None and isinstance(error, dict):
-                log.debug("server %r sent an error without a request id: %.300r", self.name, error)
+                self.log(logging.DEBUG, "server %r sent an error without a request id: %.300r", self.name, error)
                 return
-            log.debug("server %r sent a message that is not JSON-RPC 2.0; ignored: %.200r", self.name, message)
+            self.log(logging.DEBUG, "server %r sent a message that is not JSON-RPC 2.0; ignored: %.200r", self.name, message)
             return
         method = message["method"]
         if not isinstance(method, str) or message.get("jsonrpc") != "2.0":
-            log.debug("server %r sent a message that is not JSON-RPC 2.0; ignored: %.200r", self.name, message)
+            self.log(logging.DEBUG, "server %r sent a message that is not JSON-RPC 2.0; ignored: %.200r", self.name, message)
             return
         if "id" not in message:
             self._on_notification(method, message)
@@ -406,13 +446,13 @@ class Dispatcher:
         if rid.__class__ is int or rid.__class__ is str:
             self._on_request(method, message)
         else:
-            log.debug("server %r sent a request with a bad id; ignored: %.200r", self.name, message)
+            self.log(logging.DEBUG, "server %r sent a request with a bad id; ignored: %.200r", self.name, message)
 
     def _malformed(self, rid: RequestId, message: dict[str, Any]) -> None:
         """A response to ``rid`` that breaks JSON-RPC: that request fails now, not at its timeout."""
         entry = self._pop(rid)
         if entry is None:
-            log.debug("server %r: malformed response for unknown request %r: %.200r", self.name, rid, message)
+            self.log(logging.DEBUG, "server %r: malformed response for unknown request %r: %.200r", self.name, rid, message)
             return
         if "result" in message and "error" in message:
             why = "both a result and an error"
@@ -425,10 +465,6 @@ class Dispatcher:
         entry.future.fail(ProtocolError(f"server {self.name!r} answered {entry.method} with {why}: {str(message)[:200]}"))
 
     def _complete(self, entry: _Entry, result: dict[str, Any]) -> None:
-        if entry.ordered:
-            entry.ordered = False
-            if self.callbacks.submit(self._complete, entry, result):
-                return
         transform = entry.transform
         if transform is None:
             entry.future.settle(result)
@@ -444,7 +480,7 @@ class Dispatcher:
     def _on_error_response(self, rid: RequestId, error: dict[str, Any]) -> None:
         entry = self._pop(rid)
         if entry is None:
-            log.debug("server %r: dropped an error for unknown or finished request %r", self.name, rid)
+            self.log(logging.DEBUG, "server %r: dropped an error for unknown or finished request %r", self.name, rid)
             return
         code = error["code"]
         cls = UnsupportedVersion if code == UNSUPPORTED_PROTOCOL_VERSION else RPCError
@@ -465,7 +501,7 @@ class Dispatcher:
             self._on_progress(message.get("params"))
             return
         if method == "notifications/cancelled":
-            log.debug("server %r cancelled its request: %.200r", self.name, message.get("params"))
+            self.log(logging.DEBUG, "server %r cancelled its request: %.200r", self.name, message.get("params"))
             return
         if self.on_notification is not None:
             self.on_notification(message)
@@ -482,7 +518,7 @@ class Dispatcher:
                 # Only ever later: the armed sweep finds it not yet due and re-arms for it.
                 entry.due = max(entry.due, min(monotonic() + entry.timeout, entry.max_due))
         if entry is None or entry.on_progress is None:
-            log.debug("server %r: progress for unknown token %r", self.name, token)
+            self.log(logging.DEBUG, "server %r: progress for unknown token %r", self.name, token)
             return
         progress = params.get("progress")
         total = params.get("total")
@@ -504,11 +540,24 @@ class Dispatcher:
         self.reply(error_response(message["id"], METHOD_NOT_FOUND, f"method not found: {method}"))
 
     def reply(self, message: dict[str, Any]) -> None:
-        """Send a response to a server request (errors are logged, not raised)."""
+        """Send a response to a server request (errors are logged, not raised).
+
+        An answer that cannot be encoded (a handler returned a datetime) still
+        answers the server: with an internal error saying why.
+        """
         try:
             self.transport.send(message)
         except MCPError as exc:
-            log.debug("server %r: could not answer its request: %s", self.name, exc)
+            self.log(logging.DEBUG, "server %r: could not answer its request: %s", self.name, exc)
+        except (TypeError, ValueError, RecursionError) as exc:
+            self.log(logging.WARNING, "server %r: the answer to its request %r cannot be sent as JSON: %s",
+                     self.name, message.get("id"), exc)
+            if "error" not in message:
+                fallback = error_response(message.get("id"), INTERNAL_ERROR, f"the client's answer cannot be sent as JSON: {exc}")
+                try:
+                    self.transport.send(fallback)
+                except MCPError as again:
+                    self.log(logging.DEBUG, "server %r: could not answer its request: %s", self.name, again)
 
     def on_bad_message(self, error: BaseException, request_id: RequestId | None) -> None:
         """Fail the request a broken message answered, or everything in flight if unknown."""
@@ -517,15 +566,15 @@ class Dispatcher:
             if entry is not None:
                 entry.future.fail(error)
             else:
-                log.debug("server %r: %s (request %r already finished)", self.name, error, request_id)
+                self.log(logging.DEBUG, "server %r: %s (request %r already finished)", self.name, error, request_id)
             return
-        log.debug("server %r: %s", self.name, error)
+        self.log(logging.DEBUG, "server %r: %s", self.name, error)
         if isinstance(error, ProtocolError):
             self.fail_pending(error)
 
     def on_warning(self, text: str) -> None:
         """Log ``text`` as a warning from the callbacks thread (logging handlers are user code)."""
-        self.callbacks.submit(log.warning, "%s", text)
+        self.log(logging.WARNING, "%s", text)
 
     def on_close(self, error: BaseException) -> None:
         """The transport is gone: fail everything, now and later."""

@@ -49,8 +49,10 @@ __all__ = [
 log = logging.getLogger("mcpcall.client")
 
 
-# Era found per server (argv or URL) by protocol="auto": ("modern"|"legacy", version).
+# Era found per server (argv or URL) by protocol="auto": ("modern"|"legacy", version). Bounded: a
+# process that connects to ever new URLs (a token in each query) does not grow without end.
 _era_cache: dict[Any, tuple[str, str]] = {}
+_ERA_CACHE_SIZE = 256
 
 
 @dataclass
@@ -156,11 +158,15 @@ class Negotiator:
             except (RPCError, ProtocolError, HTTPError) as exc:
                 log.info("server %r no longer speaks %s %s (%s); probing again", self.name, era, version, exc)
                 _era_cache.pop(key, None)
+        probed = monotonic()
         found = self._discover(LATEST_MODERN_VERSION, budget, probe=True)
         if found is not None:
             return found
         try:
-            return self._initialize(LATEST_LEGACY_VERSION, budget)
+            agreement = self._initialize(LATEST_LEGACY_VERSION, budget)
+            # What a legacy server logged about the probe is noise that would bury its later last words.
+            self.transport.quiet_since(probed)
+            return agreement
         except HTTPError as exc:
             # Streamable HTTP refused (400/404/405): maybe the 2024-11-05 HTTP+SSE transport.
             fallback = self.transport.fallback()
@@ -293,7 +299,7 @@ class Negotiator:
         capabilities = caps if isinstance(caps, dict) else {}
         instructions = result.get("instructions")
         self.transport.negotiated("legacy", chosen)
-        self.dispatcher.notify("notifications/initialized")
+        self.dispatcher.notify("notifications/initialized", timeout=budget.remaining("notifications/initialized"))
         if self.log_level and "logging" in capabilities:
             # Not waited for: the server's answer changes nothing here.
             self.dispatcher.request("logging/setLevel", {"level": self.log_level}, budget.remaining("logging/setLevel"))
@@ -312,6 +318,9 @@ class Negotiator:
             return  # a forced era says nothing about what the server would choose
         key = self.transport.era_cache_key
         if key is not None:
+            _era_cache.pop(key, None)
+            while len(_era_cache) >= _ERA_CACHE_SIZE:
+                _era_cache.pop(next(iter(_era_cache)), None)  # the oldest
             _era_cache[key] = (era, version)
 
 

@@ -69,10 +69,11 @@ def on_fork_in_child(owner: object, hook: Callable[[], None]) -> None:
 
 
 def _after_fork_in_child() -> None:
+    # Hooks stay registered (they are idempotent): a grandchild lets go of the same things again,
+    # and of what the child opened since.
     for hook in list(_hooks.values()):
         with contextlib.suppress(Exception):  # a hook must never break the child
             hook()
-    _hooks.clear()
 
 
 if hasattr(os, "register_at_fork"):

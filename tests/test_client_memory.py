@@ -253,3 +253,47 @@ def test_closed_client_refuses_requests_and_repr_hides_nothing_secret() -> None:
     with pytest.raises(mcpcall.ConnectionClosed):
         c.call_tool("x")
     assert "closed" in repr(c)
+
+
+def test_close_between_rounds_ends_the_call_and_runs_its_done_callbacks() -> None:
+    # Between rounds the Future is in no pending map: close() returned, the call lived on until the handler
+    # came back, and its done-callback was dropped because the callbacks thread had stopped.
+    import time
+
+    entered = threading.Event()
+    release = threading.Event()
+
+    def elicit(params: Msg) -> Msg:
+        entered.set()
+        release.wait(10)
+        return {"action": "accept", "content": {}}
+
+    c = Client(MemoryTransport(mrtr_server), handlers={"elicitation/create": elicit}).connect()
+    future = c.call_tool_future("who", timeout=30)
+    ran = threading.Event()
+    future.add_done_callback(lambda f: ran.set())
+    assert entered.wait(5)
+    closer = threading.Thread(target=c.close)
+    closer.start()
+    deadline = time.monotonic() + 5
+    while not future.done():
+        assert time.monotonic() < deadline, "close() left the call between rounds running"
+        time.sleep(0.01)
+    with pytest.raises(mcpcall.ConnectionClosed, match="closed"):
+        future.result(0)
+    release.set()
+    closer.join(10)
+    assert ran.wait(5), "the done-callback never ran"
+
+
+def test_listing_every_page_shares_one_timeout() -> None:
+    # Each page had a fresh timeout, so a server paging forever kept list_tools(timeout=1) running for good.
+    import time
+
+    server = FakeServer(era="legacy")
+    server.pages = [["t"]] * 1_000_000  # a next cursor on every page
+    with client_for(server) as c:
+        started = time.monotonic()
+        with pytest.raises(mcpcall.RequestTimeout, match="did not finish tools/list within 0.5 s"):
+            c.list_tools(timeout=0.5)
+        assert time.monotonic() - started < 5

@@ -439,3 +439,118 @@ def test_user_code_that_raises_system_exit_does_not_kill_the_callbacks_thread() 
         assert ran.wait(5)
     finally:
         runner.close()
+
+
+# -- review findings: no wait on the callbacks thread, nothing lost after close, logging off the reader ----
+
+
+def test_waiting_on_the_callbacks_thread_for_a_call_with_progress_does_not_deadlock(make: Any) -> None:
+    # Its answer was queued behind the waiter on the callbacks thread, and its deadline was already gone:
+    # concurrent.futures.wait() there waited out its own timeout and the Future never completed.
+    def progress_then_answer(m: Msg, reply: Reply) -> None:
+        if "id" in m:
+            token = m["params"]["_meta"]["progressToken"]
+            reply({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": 1}})
+            reply({"jsonrpc": "2.0", "id": m["id"], "result": {"ok": True}})
+
+    d, _, _ = make(progress_then_answer)
+    outcome: Dict[str, Any] = {}
+    finished = threading.Event()
+
+    def on_callbacks_thread() -> None:
+        future = d.request("m", {}, 5, on_progress=lambda *a: None)
+        done, _ = wait([future], timeout=3)  # a plain wait: it does not run the callbacks queue
+        outcome["done"] = bool(done)
+        finished.set()
+
+    d.callbacks.submit(on_callbacks_thread)
+    assert finished.wait(10)
+    assert outcome["done"] is True
+
+
+def test_a_call_with_progress_returns_after_its_progress_callbacks(make: Any) -> None:
+    # The answer no longer waits on the callbacks thread; a waiter still sees every progress callback first.
+    def progress_then_answer(m: Msg, reply: Reply) -> None:
+        if "id" in m:
+            token = m["params"]["_meta"]["progressToken"]
+            for i in range(20):
+                reply({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": i}})
+            reply({"jsonrpc": "2.0", "id": m["id"], "result": {}})
+
+    d, _, _ = make(progress_then_answer)
+    seen: List[float] = []
+
+    def slow(p: float, t: Optional[float], msg: Optional[str]) -> None:
+        time.sleep(0.005)
+        seen.append(p)
+
+    future = d.request("m", {}, 5, on_progress=slow)
+    future.result(5)
+    assert future.progress_drained is not None and future.progress_drained.wait(5)
+    assert seen == list(range(20))
+
+
+def test_callbacks_submitted_during_close_are_never_lost() -> None:
+    # submit() racing close() could queue behind the stop marker: accepted, then never run.
+    for _ in range(50):
+        runner = CallbackRunner("race")
+        ran: List[int] = []
+        accepted: List[int] = []
+        go = threading.Event()
+
+        def submitter(n: int) -> None:
+            go.wait()
+            for i in range(200):
+                if runner.submit(ran.append, n * 1000 + i):
+                    accepted.append(n * 1000 + i)
+
+        threads = [threading.Thread(target=submitter, args=(n,)) for n in range(3)]
+        for t in threads:
+            t.start()
+        go.set()
+        runner.close()
+        for t in threads:
+            t.join(5)
+        assert sorted(ran) == sorted(accepted)
+
+
+def test_mcpcall_logs_from_the_reader_on_the_callbacks_thread(make: Any) -> None:
+    # log.debug on the reader thread ran the application's (slow) logging handlers there.
+    import logging
+
+    def unknown_then_answer(m: Msg, reply: Reply) -> None:
+        if "id" in m:
+            reply({"jsonrpc": "2.0", "id": 999999, "result": {}})  # nobody asked: logged at debug
+            reply({"jsonrpc": "2.0", "id": m["id"], "result": {}})
+
+    d, _, _ = make(unknown_then_answer)
+    threads: List[str] = []
+
+    class Record(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            threads.append(threading.current_thread().name)
+
+    handler = Record(logging.DEBUG)
+    logger = logging.getLogger("mcpcall.dispatcher")
+    old = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        d.request("m", {}, 5).result(5)
+        until(lambda: bool(threads))
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old)
+    assert set(threads) == {"mcpcall-callbacks-t"}
+
+
+def test_a_probe_that_times_out_still_frees_its_exchange(make: Any) -> None:
+    # cancel_on_timeout=False skipped the transport's cancel altogether: an HTTP worker stayed blocked.
+    d, transport, peer = make(silent)
+    calls: List[tuple] = []
+    transport.cancel = lambda rid, reason, notify=True: calls.append((rid, notify))  # type: ignore[method-assign]
+    future = d.request("server/discover", {}, 0.05, cancel_on_timeout=False)
+    with pytest.raises(RequestTimeout):
+        future.result(5)
+    until(lambda: bool(calls))
+    assert calls == [(future.request_id, False)]  # freed, but the server is not told

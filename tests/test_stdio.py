@@ -498,3 +498,123 @@ def test_an_unreachable_client_is_closed_by_the_garbage_collector() -> None:
     while pid_alive(pid) or any(t.name.endswith("-dropped") for t in threading.enumerate()):
         assert time.monotonic() < deadline, "the dropped client's server or threads survived"
         time.sleep(0.02)
+
+
+def test_a_handler_answer_that_cannot_be_encoded_still_answers_the_server() -> None:
+    # A handler returning a datetime: the TypeError ended in a log line and the call waited out its timeout.
+    import datetime
+
+    def answer(params: dict) -> dict:
+        return {"action": "accept", "content": {"confirmed": datetime.datetime.now()}}
+
+    with mcpcall.connect(demo_argv(), protocol="legacy", handlers={"elicitation/create": answer}, **FAST) as c:
+        started = time.monotonic()
+        result = c.call_tool("confirm", {"question": "?"}, timeout=20)
+        assert time.monotonic() - started < 10  # answered (with an error), not timed out
+        assert "cannot be sent as JSON" in result.text, result.raw
+
+
+# -- review findings: the drain runs no user code, bounded queues, what the reports say -------------------
+
+
+def test_a_slow_stderr_callback_runs_on_the_callbacks_thread_and_never_stalls_the_server() -> None:
+    # The callback (and logging handlers) ran on the drain: while it was slow nothing read the pipe,
+    # the server blocked writing its stderr and the call timed out.
+    threads = set()
+
+    def slow_sink(line: str) -> None:
+        threads.add(threading.current_thread().name)
+        time.sleep(0.05)
+
+    with mcpcall.connect(fault_argv("stderr-flood"), stderr=slow_sink, name="flood", **FAST) as c:
+        started = time.monotonic()
+        assert c.call_tool("echo", {"message": "through"}, timeout=30).text == "through"
+        assert time.monotonic() - started < 15
+    assert threads == {"mcpcall-callbacks-flood"}
+
+
+def test_what_waits_for_a_server_that_stopped_reading_stdin_is_bounded() -> None:
+    # Requests (and cancel notices) piled up without end: 300 MB queued, the process grew by as much.
+    big = "x" * (256 * 1024)
+    with mcpcall.connect(fault_argv("no-stdin-read"), max_message_bytes=1 << 20, **FAST) as c:
+        futures = []
+        with pytest.raises(ConnectionClosed, match="is not reading its stdin"):
+            for _ in range(200):  # 50 MB if nothing stopped it
+                futures.append(c.call_tool_future("echo", {"message": big}, timeout=30))
+                for f in futures:
+                    if f.done():
+                        f.result()
+        assert c.transport._pending_bytes <= 1 << 20  # type: ignore[attr-defined]
+        for f in futures:
+            f.cancel()
+
+
+def test_a_server_that_exits_at_once_is_reported_as_exited_not_as_a_broken_pipe(tmp_path: Path) -> None:
+    # A server that printed a line and exited 0 was reported as "stopped reading its stdin (Broken pipe)".
+    with pytest.raises(ConnectionClosed) as info:
+        mcpcall.connect([PYTHON, "-c", "import sys; print('hello'); print('bye', file=sys.stderr)"], **FAST)
+    assert "exited with code 0" in str(info.value), str(info.value)
+    assert info.value.returncode == 0
+
+
+PROBE_NOISE_SERVER = r"""
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("method") == "server/discover":
+        for i in range(30):
+            print(f"validation error {i} for ClientRequest", file=sys.stderr, flush=True)
+        out = {"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32602, "message": "Invalid request parameters"}}
+    elif m.get("method") == "initialize":
+        out = {"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": m["params"]["protocolVersion"],
+               "capabilities": {"tools": {}}, "serverInfo": {"name": "noisy", "version": "1"}}}
+    elif m.get("method") == "tools/call":
+        print("FATAL: database connection lost", file=sys.stderr, flush=True)
+        sys.exit(3)
+    elif "id" in m:
+        out = {"jsonrpc": "2.0", "id": m["id"], "result": {"tools": []}}
+    else:
+        continue
+    print(json.dumps(out), flush=True)
+"""
+
+
+def test_what_a_legacy_server_logs_about_the_probe_does_not_bury_its_last_words(tmp_path: Path) -> None:
+    # FastMCP 1.x logs dozens of lines about server/discover: the crash report's tail was all that noise.
+    script = tmp_path / "noisy.py"
+    script.write_text(PROBE_NOISE_SERVER)
+    with mcpcall.connect([PYTHON, str(script)], **FAST) as c:
+        assert c.era == "legacy"
+        time.sleep(0.3)  # let the drain read the noise
+        with pytest.raises(ConnectionClosed) as info:
+            c.call_tool("anything", timeout=10)
+    tail = info.value.stderr_tail
+    assert tail[-1] == "FATAL: database connection lost", tail
+    assert len(tail) <= 5, tail
+    assert any("more lines written while mcpcall probed" in line for line in tail), tail
+
+
+def test_a_dropped_client_with_a_call_in_flight_is_closed_too() -> None:
+    # Pending entries held the client through bound methods: one call with timeout=inf kept the client,
+    # its three threads and its server alive for good.
+    import gc
+    import weakref
+
+    def open_and_drop() -> "tuple[int, weakref.ref[mcpcall.Client], Any]":
+        client = mcpcall.connect(fault_argv("hang"), name="inflight", protocol="legacy", **FAST)
+        future = client.call_tool_future("echo", {"message": "x"}, timeout=float("inf"))
+        return client.transport.process.pid, weakref.ref(client), future  # type: ignore[attr-defined]
+
+    gc.disable()
+    try:
+        with pytest.warns(ResourceWarning, match="unclosed mcpcall client for server 'inflight'"):
+            pid, ref, future = open_and_drop()
+            assert ref() is None, gc.get_referrers(ref())
+    finally:
+        gc.enable()
+    with pytest.raises(ConnectionClosed):
+        future.result(10)
+    deadline = time.monotonic() + 10
+    while pid_alive(pid) or any(t.name.endswith("-inflight") for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the dropped client's server or threads survived"
+        time.sleep(0.02)

@@ -17,7 +17,10 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import weakref
 from typing import Any
+
+from ..forking import on_fork_in_child
 
 __all__ = ["Exchange", "tracked_pool_classes"]
 
@@ -88,6 +91,33 @@ def _untrack(connection: Any) -> None:
 
 _classes: dict[str, Any] = {}
 
+#: Every connection the tracked pools opened (for a forked child to let go of their sockets).
+_connections: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+class _Sockets:
+    """Owner of the fork hook below (the hook lives as long as this module)."""
+
+
+_SOCKETS = _Sockets()
+
+
+def _forget_sockets() -> None:
+    """In a forked child: close our copies of the parent's connections (no I/O, no locks).
+
+    ``socket.close`` only drops this process's descriptor: the parent's connection
+    lives on, and its server sees it close when the parent closes it, not when a
+    long-lived child (a gunicorn worker) finally exits.
+    """
+    for connection in list(_connections):
+        sock = getattr(connection, "sock", None)
+        if sock is not None:
+            with contextlib.suppress(Exception):
+                sock.close()
+
+
+on_fork_in_child(_SOCKETS, _forget_sockets)
+
 
 def tracked_pool_classes() -> dict[str, Any]:
     """urllib3 pool classes (by scheme) whose connections record their sockets in the current exchange."""
@@ -100,6 +130,7 @@ def tracked_pool_classes() -> dict[str, Any]:
 
             def connect(self) -> None:
                 super().connect()
+                _connections.add(self)
                 _track(self)
 
             def request(self, *args: Any, **kwargs: Any) -> None:
@@ -112,6 +143,7 @@ def tracked_pool_classes() -> dict[str, Any]:
 
             def connect(self) -> None:
                 super().connect()
+                _connections.add(self)
                 _track(self)
 
             def request(self, *args: Any, **kwargs: Any) -> None:

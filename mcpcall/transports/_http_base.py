@@ -17,20 +17,22 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import queue
 import ssl
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any, Union
+from typing import Any, Callable, Union
 from urllib.parse import urljoin
 
 from .. import jsonrpc
 from ..auth import BearerAuth
 from ..config import redact_url
-from ..errors import ConfigError, ConnectionClosed, HTTPError, MCPError, ProtocolError
+from ..errors import ConfigError, ConnectionClosed, HTTPError, MCPError, ProtocolError, RequestTimeout
 from ..forking import Owned
+from ..scheduler import get_scheduler
 from ._exchanges import Exchange, tracked_pool_classes
 from ._origins import origin, same_origin
 from .base import DEFAULT_MAX_MESSAGE_BYTES, Receiver, Transport
@@ -42,6 +44,8 @@ log = logging.getLogger("mcpcall.http")
 _CHUNK = 64 * 1024
 _MAX_REDIRECTS = 5
 _EXCERPT = 300
+#: How long a notification or a response may wait for its acknowledgement when the sender set no timeout.
+ACK_TIMEOUT = 30.0
 
 AuthOption = Union[None, str, Any, tuple[str, str]]
 
@@ -49,7 +53,7 @@ AuthOption = Union[None, str, Any, tuple[str, str]]
 class Job:
     """One message for a worker to send, prepared on the caller's thread."""
 
-    __slots__ = ("data", "exchange", "headers", "message", "method", "request_id")
+    __slots__ = ("data", "exchange", "headers", "message", "method", "request_id", "session_id")
 
     def __init__(self, message: dict[str, Any], data: bytes, headers: dict[str, str], request_id: Any) -> None:
         self.message = message
@@ -58,6 +62,8 @@ class Job:
         self.request_id = request_id
         self.method = str(message.get("method") or "a response")
         self.exchange = Exchange(request_id)
+        #: The session the request was sent on (a late 404 for an old session must not end a new one).
+        self.session_id = headers.get("Mcp-Session-Id")
 
 
 def body_chunks(response: Any) -> Iterator[bytes]:
@@ -165,6 +171,7 @@ class HTTPBase(Transport):
         self._workers: list[threading.Thread] = []
         self._idle = 0
         self._exchanges: dict[Any, Exchange] = {}  # request id -> its exchange, from send() until its job ends
+        self._active: set[Exchange] = set()  # every exchange under way (requests, notices, acknowledgements)
         self._closing = threading.Event()
         self._closed = False
 
@@ -329,7 +336,7 @@ class HTTPBase(Transport):
         if receiver is None or self._closing.is_set():
             return
         if request_id is None:
-            log.debug("server %r: %s", self.name, error)
+            self._log(logging.DEBUG, "server %r: %s", self.name, error)
             return
         receiver.on_bad_message(error, request_id)
 
@@ -341,6 +348,7 @@ class HTTPBase(Transport):
                 raise ConnectionClosed(f"client for server {self.name!r} is closed")
             if job.request_id is not None:
                 self._exchanges[job.request_id] = job.exchange
+            self._active.add(job.exchange)
             if self._idle > 0:
                 self._idle -= 1  # an idle worker will take it
             elif len(self._workers) < self.max_workers:
@@ -367,14 +375,48 @@ class HTTPBase(Transport):
                 with self._lock:
                     if self._exchanges.get(job.request_id) is job.exchange:
                         del self._exchanges[job.request_id]
+                    self._active.discard(job.exchange)
                     self._idle += 1
 
     def _run_job(self, job: Job) -> None:
         raise NotImplementedError
 
+    def acknowledged(self, job: Job, timeout: float | None, run: Callable[[Job], None]) -> None:
+        """Run ``run(job)`` on the calling thread: a POST whose reply is only an acknowledgement.
+
+        It is one exchange like any other: ``close()`` aborts it, and so does
+        its deadline (``timeout`` seconds, default :data:`ACK_TIMEOUT`), which
+        then raises :class:`RequestTimeout`. Whatever else goes wrong is mapped
+        to mcpcall's errors.
+        """
+        seconds = ACK_TIMEOUT if timeout is None else timeout
+        exchange = job.exchange
+        with self._lock:
+            if self._closing.is_set():
+                raise ConnectionClosed(f"client for server {self.name!r} is closed")
+            self._active.add(exchange)
+        timer = get_scheduler().schedule(seconds, exchange.abort) if seconds != math.inf else None
+        try:
+            with exchange:
+                run(job)
+        except BaseException as exc:
+            if not exchange.aborted.is_set():
+                raise self.transport_error(exc, job.method) from exc
+            if self._closing.is_set():
+                raise ConnectionClosed(f"client for server {self.name!r} was closed while sending {job.method}") from None
+            raise RequestTimeout(
+                f"server {self.name!r} did not acknowledge {job.method} within {seconds:g} s",
+                method=job.method, timeout=seconds,
+            ) from None
+        finally:
+            if timer is not None:
+                timer.cancel()
+            with self._lock:
+                self._active.discard(exchange)
+
     # -- shared contract -------------------------------------------------------------
 
-    def cancel(self, request_id: Any, reason: str) -> None:
+    def cancel(self, request_id: Any, reason: str, *, notify: bool = True) -> None:
         with self._lock:
             exchange = self._exchanges.get(request_id)
         if exchange is not None:
@@ -382,7 +424,7 @@ class HTTPBase(Transport):
 
     def _stop_workers(self) -> None:
         with self._lock:
-            exchanges = list(self._exchanges.values())
+            exchanges = list(self._exchanges.values()) + list(self._active)
             self._exchanges.clear()
             workers = list(self._workers)
         for exchange in exchanges:

@@ -9,7 +9,7 @@ unreadable arrived, ``on_close`` once when the connection is gone for good.
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from ..errors import MCPError
 from ..jsonrpc import RequestId
@@ -34,6 +34,12 @@ class Receiver(Protocol):
     def on_warning(self, text: str) -> None:
         """Something worth a warning happened; logged away from the I/O thread that saw it."""
 
+    def log(self, level: int, fmt: str, *args: Any) -> None:
+        """Log a record away from the I/O thread that saw it (logging handlers are user code)."""
+
+    def defer(self, fn: Callable[..., Any], *args: Any) -> bool:
+        """Run ``fn(*args)`` on the client's callbacks thread (user code); False once closed."""
+
     def on_close(self, error: BaseException) -> None:
         """The connection ended; ``error`` (a ConnectionClosed) says why. Called once."""
 
@@ -51,6 +57,15 @@ class Transport:
     session_lost: bool = False
     #: True for a transport that predates the modern era (the client goes straight to initialize).
     legacy_only: bool = False
+    _receiver: Receiver | None = None
+
+    def _log(self, level: int, fmt: str, *args: Any) -> None:
+        """Log from one of the transport's own threads: through the receiver, off that thread."""
+        receiver = self._receiver
+        if receiver is not None:
+            receiver.log(level, fmt, *args)
+        else:
+            log.log(level, fmt, *args)
 
     def start(self, receiver: Receiver, *, timeout: float | None = None) -> None:
         """Open the connection and begin delivering incoming messages to ``receiver``.
@@ -59,28 +74,38 @@ class Transport:
         """
         raise NotImplementedError
 
-    def send(self, message: dict[str, Any]) -> None:
-        """Queue one message for the peer without blocking on the peer.
+    def send(self, message: dict[str, Any], *, timeout: float | None = None) -> None:
+        """Queue one message for the peer without blocking on the peer past ``timeout``.
 
-        Raises :class:`~mcpcall.errors.ConnectionClosed` when the connection is gone.
+        Requests never wait here. A notification or a response may wait for the
+        peer's acknowledgement (HTTP answers every POST) for at most ``timeout``
+        seconds (None: the transport's own bound). Raises
+        :class:`~mcpcall.errors.ConnectionClosed` when the connection is gone.
         """
         raise NotImplementedError
 
-    def cancel(self, request_id: RequestId, reason: str) -> None:
-        """Tell the peer to stop working on ``request_id`` (stdio: a cancelled notice).
+    def cancel(self, request_id: RequestId, reason: str, *, notify: bool = True) -> None:
+        """Stop working on ``request_id``: let go of its I/O and, with ``notify``, tell the peer.
 
         Runs on the scheduler thread, which every client's deadlines share: it
         must never block. It queues a notice or shuts a socket, and leaves the
-        rest to the thread that owns the request.
+        rest to the thread that owns the request. ``notify=False`` (a probe the
+        server may not know) sends nothing, but a transport still frees what the
+        request holds.
         """
+        if not notify:
+            return
         params = {"requestId": request_id, "reason": reason}
         try:
             self.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
         except MCPError as exc:  # the peer is gone; nothing left to cancel
-            log.debug("server %r: cancel of %r not sent: %s", self.name, request_id, exc)
+            self._log(logging.DEBUG, "server %r: cancel of %r not sent: %s", self.name, request_id, exc)
 
     def negotiated(self, era: str, version: str) -> None:
         """The client settled on a protocol era and version (HTTP uses it for headers)."""
+
+    def quiet_since(self, started: float) -> None:
+        """What the server logged since ``started`` (monotonic) was noise about a probe: keep little of it."""
 
     def fallback(self) -> Transport | None:
         """Another transport to try for the same server when this one is refused (HTTP+SSE), or None."""

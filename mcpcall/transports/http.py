@@ -29,9 +29,10 @@ from .. import jsonrpc
 from ..errors import ConnectionClosed, HTTPError, MCPError, ProtocolError, SessionExpired
 from ..headers import HeaderParams, param_headers, standard_headers
 from ..protocol import META_VERSION
+from ..scheduler import get_scheduler
 from ..sse import SSEStream
 from ._exchanges import Exchange
-from ._http_base import HTTPBase, Job, body_chunks, error_in_body, excerpt
+from ._http_base import ACK_TIMEOUT, HTTPBase, Job, body_chunks, error_in_body, excerpt
 from .base import Receiver, Transport
 from .httpsse import SSETransport
 
@@ -45,10 +46,17 @@ DEFAULT_RETRY_MS = 500  # before resuming a stream whose server named no retry d
 MAX_RETRY_SECONDS = 30.0
 _LINGER_SECONDS = 0.05
 _LISTEN_MAX_DELAY = 30.0
+_DELETE_SECONDS = 2.0
 
 
 def _retry_seconds(retry_ms: int | None) -> float:
     return min((retry_ms if retry_ms is not None else DEFAULT_RETRY_MS) / 1000.0, MAX_RETRY_SECONDS)
+
+
+def _answers(message: Any, request_id: Any) -> bool:
+    """True when ``message`` (or a batch) holds the response to ``request_id``."""
+    items = message if isinstance(message, list) else [message]
+    return any(isinstance(m, dict) and "method" not in m and m.get("id") == request_id for m in items)
 
 
 def _header_safe(value: str) -> bool:
@@ -139,7 +147,7 @@ class HTTPTransport(HTTPBase):
 
     # -- sending -------------------------------------------------------------------
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: dict[str, Any], *, timeout: float | None = None) -> None:
         if self._closing.is_set():
             raise ConnectionClosed(f"client for server {self.name!r} is closed")
         # Encoded and given headers here, on the caller's thread: what cannot be sent fails the call at once.
@@ -149,14 +157,15 @@ class HTTPTransport(HTTPBase):
         if "method" in message and "id" in message:
             self._submit(Job(message, data, headers, message.get("id")))
             return
-        # A notification or a response: answered at once with 202; sent from this thread.
-        self._post_now(message, data, headers)
+        # A notification or a response: answered at once with 202; sent from this thread, in order
+        # (initialized must be acknowledged before the next request), bounded by ``timeout``.
+        self.acknowledged(Job(message, data, headers, None), timeout, self._post_now)
         if message.get("method") == "notifications/initialized" and self.era == "legacy":
             self._start_listener()
 
-    def _post_now(self, message: dict[str, Any], data: bytes, headers: dict[str, str]) -> None:
-        what = str(message.get("method") or "a response")
-        response = self._http("POST", self.url, headers=headers, data=data, what=what, read_timeout=30.0)
+    def _post_now(self, job: Job) -> None:
+        what = job.method
+        response = self._http("POST", self.url, headers=job.headers, data=job.data, what=what, read_timeout=ACK_TIMEOUT)
         try:
             status = response.status_code
             if status >= 400:
@@ -168,22 +177,22 @@ class HTTPTransport(HTTPBase):
         finally:
             response.close()
 
-    def cancel(self, request_id: Any, reason: str) -> None:
-        if self.era == "legacy":
+    def cancel(self, request_id: Any, reason: str, *, notify: bool = True) -> None:
+        if self.era == "legacy" and notify:
             # Legacy servers take a closed stream as a network problem, not a cancel.
             notice = jsonrpc.notification("notifications/cancelled", {"requestId": request_id, "reason": reason})
             try:
                 self._submit(Job(notice, jsonrpc.encode(notice), {**self._headers(notice), "Content-Type": "application/json"}, None))
             except MCPError:
                 pass
-        super().cancel(request_id, reason)
+        super().cancel(request_id, reason, notify=notify)
 
     def _run_job(self, job: Job) -> None:
         if job.request_id is None:  # a notice queued by cancel()
             try:
-                self._post_now(job.message, job.data, job.headers)
+                self._post_now(job)
             except MCPError as exc:
-                log.debug("server %r: %s", self.name, exc)
+                self._log(logging.DEBUG, "server %r: %s", self.name, exc)
             return
         self._exchange(job)
 
@@ -192,7 +201,7 @@ class HTTPTransport(HTTPBase):
         exchange = job.exchange
         response = self._http("POST", self.url, headers=job.headers, data=job.data, what=method)
         try:
-            resume = self._reply(response, job.request_id, method, exchange)
+            resume = self._reply(response, job)
         finally:
             response.close()
         attempts = 0
@@ -224,8 +233,9 @@ class HTTPTransport(HTTPBase):
                 return
             resume = (new_last or last_id, new_retry if new_retry is not None else retry_ms)
 
-    def _reply(self, response: Any, request_id: Any, method: str, exchange: Exchange) -> tuple[str, int | None] | None:
+    def _reply(self, response: Any, job: Job) -> tuple[str, int | None] | None:
         """Handle the reply to a POSTed request; returns (last event id, retry ms) to resume from."""
+        request_id, method, exchange = job.request_id, job.method, job.exchange
         status = response.status_code
         ok = 200 <= status < 300
         session_id = response.headers.get("mcp-session-id")
@@ -247,15 +257,22 @@ class HTTPTransport(HTTPBase):
                     return last_id, retry_ms
                 raise ConnectionClosed(f"server {self.name!r} closed the stream for {method} before answering it")
             if ctype == "application/json" or ctype.endswith("+json"):
-                self._deliver(jsonrpc.decode(self.read_body(response, method)))
+                message = jsonrpc.decode(self.read_body(response, method))
+                self._deliver(message)
+                if not _answers(message, request_id):
+                    # Delivered, yet it answers nothing we wait for here: the request would wait forever.
+                    raise ProtocolError(f"server {self.name!r} answered {method} with a JSON body that is not "
+                                        f"its response (id {request_id!r}): {excerpt(jsonrpc.encode(message))}")
                 return None
             if status in (202, 204):
                 raise ProtocolError(f"server {self.name!r} accepted {method} (HTTP {status}) but sent no answer")
             raise ProtocolError(f"server {self.name!r} answered {method} with content type {ctype or 'none'!r}")
         body = self.excerpt_of(response) if status != 204 else b""
-        if status == 404 and self.session_id is not None and self.era == "legacy":
-            self.session_id = None
-            self.session_lost = True
+        if status == 404 and job.session_id is not None and self.era == "legacy":
+            with self._lock:
+                if self.session_id == job.session_id:  # not a late 404 for a session already replaced
+                    self.session_id = None
+                    self.session_lost = True
             raise SessionExpired(
                 f"server {self.name!r} no longer knows our session (HTTP 404 to {method}); "
                 "the next request will start a new session", status=404, body=excerpt(body),
@@ -322,7 +339,7 @@ class HTTPTransport(HTTPBase):
                     try:
                         ctype = response.headers.get("content-type", "")
                         if response.status_code >= 400 or "event-stream" not in ctype:
-                            log.debug("server %r offers no GET stream (HTTP %d)", self.name, response.status_code)
+                            self._log(logging.DEBUG, "server %r offers no GET stream (HTTP %d)", self.name, response.status_code)
                             return
                         delay = 1.0
                         _, new_last, retry_ms = self._read_events(response, None, "the GET stream", exchange)
@@ -332,7 +349,7 @@ class HTTPTransport(HTTPBase):
                     finally:
                         response.close()
             except Exception as exc:  # noqa: BLE001 - the stream is optional; try again later
-                log.debug("server %r: GET stream: %s", self.name, exc)
+                self._log(logging.DEBUG, "server %r: GET stream: %s", self.name, exc)
                 delay = min(delay * 2, _LISTEN_MAX_DELAY)
             if exchange.aborted.wait(delay):
                 return
@@ -347,16 +364,23 @@ class HTTPTransport(HTTPBase):
                 return
             self._closed = True
         if self.session_id is not None and self._session is not None:
+            # Two seconds in all, however slowly the server trickles its answer.
+            exchange = Exchange("DELETE")
+            timer = get_scheduler().schedule(_DELETE_SECONDS, exchange.abort)
             try:
-                response = self._http("DELETE", self.url, headers=self._headers(None), what="DELETE of the session",
-                                      read_timeout=2.0, connect_timeout=min(self.connect_timeout, 2.0))
-                try:
-                    if response.status_code not in (200, 202, 204, 404, 405):
-                        log.debug("server %r answered DELETE with HTTP %d", self.name, response.status_code)
-                finally:
-                    response.close()
+                with exchange:
+                    response = self._http("DELETE", self.url, headers=self._headers(None), what="DELETE of the session",
+                                          read_timeout=_DELETE_SECONDS,
+                                          connect_timeout=min(self.connect_timeout, _DELETE_SECONDS))
+                    try:
+                        if response.status_code not in (200, 202, 204, 404, 405):
+                            log.debug("server %r answered DELETE with HTTP %d", self.name, response.status_code)
+                    finally:
+                        response.close()
             except MCPError as exc:
                 log.debug("server %r: DELETE of the session failed: %s", self.name, exc)
+            finally:
+                timer.cancel()
         self._closing.set()
         self._listen_exchange.abort()
         self._stop_workers()

@@ -18,7 +18,7 @@ from ..config import redact_url
 from ..errors import ConnectionClosed, HTTPError, MCPError, ProtocolError
 from ..sse import SSEStream
 from ._exchanges import Exchange
-from ._http_base import HTTPBase, Job, body_chunks, error_in_body, excerpt
+from ._http_base import ACK_TIMEOUT, HTTPBase, Job, _short, body_chunks, error_in_body, excerpt
 from ._origins import same_origin
 from .base import Receiver
 
@@ -87,7 +87,7 @@ class SSETransport(HTTPBase):
             if not self._ready.is_set():
                 self._start_error = self.transport_error(exc, "the HTTP+SSE stream")
             elif not exchange.aborted.is_set():
-                reason = f"dropped the SSE stream ({self.transport_error(exc, 'the HTTP+SSE stream')})"
+                reason = f"dropped the SSE stream ({_short(exc)})"
         finally:
             self._ready.set()
         if self.endpoint is not None and not self._closing.is_set() and self._receiver is not None:
@@ -123,7 +123,7 @@ class SSETransport(HTTPBase):
                     "(raise max_message_bytes= if it is legitimate)")
         return "closed the SSE stream"
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: dict[str, Any], *, timeout: float | None = None) -> None:
         if self._closing.is_set():
             raise ConnectionClosed(f"client for server {self.name!r} is closed")
         if self.endpoint is None:
@@ -133,15 +133,16 @@ class SSETransport(HTTPBase):
         if "method" in message and "id" in message:
             self._submit(Job(message, data, headers, message.get("id")))
         else:
-            self._post(Job(message, data, headers, None))
+            self.acknowledged(Job(message, data, headers, None), timeout, self._post)
 
-    def cancel(self, request_id: Any, reason: str) -> None:
-        notice = jsonrpc.notification("notifications/cancelled", {"requestId": request_id, "reason": reason})
-        try:
-            self._submit(Job(notice, jsonrpc.encode(notice), {"Content-Type": "application/json", **self.extra_headers}, None))
-        except MCPError:
-            pass
-        super().cancel(request_id, reason)
+    def cancel(self, request_id: Any, reason: str, *, notify: bool = True) -> None:
+        if notify:
+            notice = jsonrpc.notification("notifications/cancelled", {"requestId": request_id, "reason": reason})
+            try:
+                self._submit(Job(notice, jsonrpc.encode(notice), {"Content-Type": "application/json", **self.extra_headers}, None))
+            except MCPError:
+                pass
+        super().cancel(request_id, reason, notify=notify)
 
     def _run_job(self, job: Job) -> None:
         try:
@@ -151,7 +152,8 @@ class SSETransport(HTTPBase):
 
     def _post(self, job: Job) -> None:
         assert self.endpoint is not None
-        response = self._http("POST", self.endpoint, headers=job.headers, data=job.data, what=job.method, read_timeout=30.0)
+        response = self._http("POST", self.endpoint, headers=job.headers, data=job.data, what=job.method,
+                              read_timeout=ACK_TIMEOUT)
         try:
             if response.status_code >= 400:
                 body = self.excerpt_of(response)

@@ -43,7 +43,7 @@ class MemoryTransport(Transport):
             self._threads.append(thread)
             thread.start()
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: dict[str, Any], *, timeout: float | None = None) -> None:
         with self._lock:
             if self._gone is not None:
                 raise self._gone

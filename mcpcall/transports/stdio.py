@@ -55,6 +55,11 @@ _PEEK = 4096
 _WARNINGS_PER_KIND = 10  # then the rest of that kind goes to debug only
 _EXIT_GRACE = 0.2  # after the server exits, how long stdout may stay quiet before it counts as closed
 _TERMINATE_GRACE = 0.5  # terminate(): how long SIGTERM has before SIGKILL
+_EXIT_PEEK = 0.1  # a write found the pipe broken: how long to wait for the exit status that explains it
+_MIN_BACKLOG = 1 << 20
+_STDERR_AFTER_CLOSE = 1.0  # how long lines still queued for a stderr consumer are passed on after close()
+_STDERR_BACKLOG = 1000  # stderr lines waiting for the callbacks thread; more are not shown (the tail keeps them)
+_PROBE_KEPT = 2  # stderr lines kept in the tail from the window of a failed modern probe
 _BATCHES_ALLOWED = ("2025-03-26",)  # the one revision that allowed JSON-RPC batches
 _POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
@@ -110,7 +115,13 @@ class StdioTransport(Transport):
         self._stderr_option = stderr
         self.max_message_bytes = max_message_bytes
         self.close_timeout = close_timeout
-        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        # The last lines of stderr, with the time each arrived (for the probe's noise, see quiet_since).
+        self._tail: collections.deque[tuple[float, str]] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self._tail_lock = threading.Lock()
+        self._stderr_queued = 0  # lines handed to the callbacks thread (counted by the drain)
+        self._stderr_shown = 0  # ... and shown there (counted by the callbacks thread)
+        self._stderr_dropped = 0
+        self._closed_at = 0.0  # monotonic time close() began
         self.process: subprocess.Popen[bytes] | None = None
         self._owner = Owned()
         self._receiver: Receiver | None = None
@@ -124,6 +135,10 @@ class StdioTransport(Transport):
         # for the writer thread, which ``_wake`` rouses.
         self._inbox: collections.deque[bytes] = collections.deque()
         self._out: collections.deque[memoryview] = collections.deque()
+        self._pending_bytes = 0  # accepted by send() and not yet in the pipe (under _count_lock)
+        self._count_lock = threading.Lock()
+        #: The most that waits for a server that does not read its stdin (one larger message still goes).
+        self._backlog_limit = max(max_message_bytes, _MIN_BACKLOG)
         self._write_lock = threading.Lock()
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -196,12 +211,21 @@ class StdioTransport(Transport):
 
     # -- writing -----------------------------------------------------------------
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: dict[str, Any], *, timeout: float | None = None) -> None:
         data = jsonrpc.encode_line(message)
         if self._gone is not None:
             raise self._gone
         if self._closing:
             raise ConnectionClosed(f"client for server {self.name!r} is closed")
+        with self._count_lock:
+            pending = self._pending_bytes
+            if pending and pending + len(data) > self._backlog_limit:
+                # A server that stopped reading stdin: what waits for it is bounded, as every buffer is.
+                raise ConnectionClosed(
+                    f"server {self.name!r} is not reading its stdin: {pending} bytes are waiting to be written; "
+                    "nothing more is queued until it reads"
+                )
+            self._pending_bytes = pending + len(data)
         self._inbox.append(data)
         self._flush_inbox()
 
@@ -223,13 +247,26 @@ class StdioTransport(Transport):
                 except OSError as exc:
                     self._gone = self._broken_pipe(exc)
                     raise self._gone from exc
+                self._written(written)
                 if written < len(data):
                     self._out.append(memoryview(data)[written:])
                     self._wake.set()
             finally:
                 lock.release()
 
+    def _written(self, count: int) -> None:
+        with self._count_lock:
+            self._pending_bytes -= count
+
     def _broken_pipe(self, exc: OSError) -> ConnectionClosed:
+        # Most often the server has exited: say so (with its last words) rather than "broken pipe".
+        returncode = self._exit_code(_EXIT_PEEK)
+        if returncode is not None:
+            return ConnectionClosed(
+                f"server {self.name!r} {_how_it_ended(returncode)} (unexpectedly)",
+                returncode=returncode,
+                stderr_tail=self.tail(),
+            )
         return ConnectionClosed(f"server {self.name!r} stopped reading its stdin ({exc.strerror or exc})")
 
     def _write_loop(self) -> None:
@@ -255,6 +292,7 @@ class StdioTransport(Transport):
                         self._gone = self._broken_pipe(exc)
                         out.clear()
                         return
+                    self._written(written)
                     if written == len(chunk):
                         out.popleft()
                         continue
@@ -284,7 +322,7 @@ class StdioTransport(Transport):
                 text += " (further warnings of this kind are logged at debug level)"
             receiver.on_warning(text)
         else:
-            log.debug("%s", text)
+            self._log(logging.DEBUG, "%s", text)
 
     def _read_loop(self) -> None:
         proc = self.process
@@ -392,13 +430,13 @@ class StdioTransport(Transport):
                 self._batch(message, receiver)
             else:
                 self._warn("garbage", f"server {self.name!r} wrote JSON that is not a message; skipped: {str(message)[:200]}")
-        except Exception as exc:  # a message we failed to handle must not end the connection
+        except Exception as exc:  # noqa: BLE001 - a message we failed to handle must not end the connection
             request_id = message.get("id") if isinstance(message, dict) else None
             error = ProtocolError(f"server {self.name!r}: could not handle a message ({type(exc).__name__}: {exc})")
             if jsonrpc.is_valid_id(request_id):
                 receiver.on_bad_message(error, request_id)
             else:
-                log.debug("%s", error, exc_info=True)
+                self._log(logging.DEBUG, "%s", error)
 
     def _batch(self, items: list[Any], receiver: Receiver) -> None:
         """A JSON-RPC batch: allowed in 2025-03-26 only; otherwise it fails the requests it answers."""
@@ -449,13 +487,13 @@ class StdioTransport(Transport):
         exc = ConnectionClosed(
             f"server {self.name!r} {what} ({reason})",
             returncode=returncode,
-            stderr_tail=list(self.stderr_tail),
+            stderr_tail=self.tail(),
         )
         if self._gone is None:
             self._gone = exc
         self._wake.set()
         # Not logged: the pending requests (or the next one) carry it, with the stderr tail.
-        log.debug("%s", exc.reason)
+        self._log(logging.DEBUG, "%s", exc.reason)
         if receiver is not None:
             receiver.on_close(exc)
 
@@ -473,26 +511,91 @@ class StdioTransport(Transport):
                 return status
             time.sleep(0.01)
 
-    def _stderr_loop(self) -> None:
-        proc = self.process
-        assert proc is not None and proc.stderr is not None
-        fd = proc.stderr.fileno()
+    @property
+    def stderr_tail(self) -> list[str]:
+        """The last lines the server wrote to stderr (at most :data:`STDERR_TAIL_LINES`)."""
+        return self.tail()
+
+    def tail(self) -> list[str]:
+        """The last lines of stderr, oldest first."""
+        with self._tail_lock:
+            return [text for _, text in self._tail]
+
+    def quiet_since(self, started: float) -> None:
+        """Condense the tail lines written since ``started`` (monotonic) to a few and a count.
+
+        The client calls this after a modern probe the server rejected: some
+        legacy servers log dozens of lines about it, which would bury a later
+        crash's own last words in the error that reports it.
+        """
+        with self._tail_lock:
+            before = [item for item in self._tail if item[0] < started]
+            during = [item for item in self._tail if item[0] >= started]
+            if len(during) <= _PROBE_KEPT + 1:
+                return
+            text = f"… ({len(during) - _PROBE_KEPT} more lines written while mcpcall probed for the modern protocol)"
+            note = (started, text)
+            self._tail.clear()
+            self._tail.extend(before + during[:_PROBE_KEPT] + [note])
+
+    def _stderr_sink(self) -> Callable[[str], None] | None:
+        """What each stderr line goes to, on the callbacks thread (None: only the tail)."""
         option = self._stderr_option
-        tail = self.stderr_tail
-        sink: Callable[[str], None] | None = None
         if callable(option):
-            sink = option
-        elif option is not None and hasattr(option, "write"):
+            return option
+        if option is not None and hasattr(option, "write"):
             target = option
 
-            def sink(text: str) -> None:
+            def write(text: str) -> None:
                 target.write(text + "\n")
                 flush = getattr(target, "flush", None)
                 if flush is not None:
                     flush()
 
-        logger = self._stderr_logger
-        to_log = option is None or option == "log"
+            return write
+        if option is None or option == "log":
+            logger = self._stderr_logger
+            if logger.isEnabledFor(logging.INFO):
+                return lambda text: logger.info("%s", text)
+        return None
+
+    def _show_stderr(self, sink: Callable[[str], None], lines: list[str]) -> None:
+        """On the callbacks thread: pass lines on (user code: a logging handler, a callback)."""
+        try:
+            for text in lines:
+                closed_at = self._closed_at
+                if closed_at and time.monotonic() - closed_at > _STDERR_AFTER_CLOSE:
+                    return  # closing: a slow consumer does not hold the client's close() for long
+                try:
+                    sink(text)
+                except Exception:  # one failing line does not hide the next
+                    log.debug("stderr callback for server %r failed", self.name, exc_info=True)
+        finally:
+            self._stderr_shown += len(lines)
+
+    def _pass_on(self, lines: list[str]) -> None:
+        """From the drain: hand lines to the callbacks thread, never more than a bounded backlog."""
+        sink = self._stderr_sink()
+        receiver = self._receiver
+        if sink is None or receiver is None:
+            return
+        backlog = self._stderr_queued - self._stderr_shown
+        if backlog >= _STDERR_BACKLOG:
+            self._stderr_dropped += len(lines)  # the server never waits for a slow sink
+            return
+        if self._stderr_dropped:
+            dropped, self._stderr_dropped = self._stderr_dropped, 0
+            lines = [f"(mcpcall: {dropped} lines of stderr not shown: the consumer fell behind)", *lines]
+        self._stderr_queued += len(lines)
+        if not receiver.defer(self._show_stderr, sink, lines):
+            self._stderr_shown += len(lines)
+
+    def _stderr_loop(self) -> None:
+        """The drain: read stderr into the tail and hand it on; never runs user code, never waits on it."""
+        proc = self.process
+        assert proc is not None and proc.stderr is not None
+        fd = proc.stderr.fileno()
+        tail, tail_lock = self._tail, self._tail_lock
         poller = select.poll()
         poller.register(fd, _POLL_IN)
         poller.register(self._wake_r, select.POLLIN)
@@ -517,16 +620,12 @@ class StdioTransport(Transport):
                 if len(partial) > _STDERR_LINE_LIMIT:  # an endless line: show it in pieces
                     lines.append(partial)
                     partial = b""
-            for raw in lines:
-                text = raw.decode("utf-8", "replace").rstrip("\r")
-                tail.append(text if len(text) <= 1000 else text[:1000] + "…")
-                if sink is not None:
-                    try:
-                        sink(text)
-                    except Exception:  # the drain must go on, or the server blocks on stderr
-                        log.debug("stderr callback for server %r failed", self.name, exc_info=True)
-                elif to_log:
-                    logger.info("%s", text)
+            texts = [raw.decode("utf-8", "replace").rstrip("\r") for raw in lines]
+            if texts:
+                now = time.monotonic()
+                with tail_lock:
+                    tail.extend((now, text if len(text) <= 1000 else text[:1000] + "…") for text in texts)
+                self._pass_on(texts)
             if not chunk:
                 return
 
@@ -573,6 +672,7 @@ class StdioTransport(Transport):
             self._closed = True
         proc = self.process
         self._closing = True
+        self._closed_at = time.monotonic()
         self._wake.set()
         if proc is None:
             return
@@ -604,11 +704,16 @@ class StdioTransport(Transport):
             os.write(self._wake_w, b"x")
         except OSError:
             pass
+        stuck = False
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(2.0)
-                if thread.is_alive():  # pragma: no cover - only a callback stuck in user code
+                if thread.is_alive():  # pragma: no cover - they run no user code and wake on the pipe
+                    stuck = True
                     log.warning("thread %s of server %r did not stop", thread.name, self.name)
+        if stuck:  # pragma: no cover
+            # A thread still polls these: closing them could hand their numbers to someone else's file.
+            return
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 try:
