@@ -27,6 +27,21 @@ comments, CRLFs and a progress notice, a few bytes per TCP write);
 a client that hangs up); ``resume(message)`` (a priming event, then the stream closes; the answer
 comes on the GET with ``Last-Event-ID``); ``hdr`` (``x-mcp-header``
 parameters); ``bad_number`` and ``bad_empty`` (invalid annotations).
+
+Fault switches beyond the above (see :class:`FaultServer`):
+
+- ``fail``: canned replies by tool name or method, for notifications and
+  HTTP+SSE ``/messages`` POSTs too (a canned ``/messages`` reply replaces the
+  202, and nothing comes on the stream).
+- ``stall``: tool names or methods answered with silence (no reply, not even
+  headers) until the client hangs up, the server stops, or :attr:`release`
+  is set; then the request gets its normal (or canned) answer.
+- ``close_delimited``: every SSE reply and stream ends by closing the
+  connection (no Content-Length, not chunked).
+- ``endpoint_event = False``: the HTTP+SSE stream never names its endpoint
+  (keep-alives only).
+- ``FaultServer(host="127.0.0.2")``: another loopback host, for origin tests.
+- :attr:`Seen.peer` is the client's port: which requests shared a connection.
 """
 
 from __future__ import annotations
@@ -100,6 +115,7 @@ class Seen:
     headers: dict[str, str]  # lower-case names
     body: Any = None  # the decoded JSON body, if any
     at: float = field(default_factory=time.monotonic)
+    peer: int = 0  # the client's port: requests on one connection share it
 
     @property
     def method(self) -> str | None:
@@ -120,7 +136,8 @@ class Reply:
 class FaultServer:
     """The server; :meth:`start` it, flip switches, :meth:`stop` it."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
         # -- switches --------------------------------------------------------
         self.modern = True  # answer server/discover (else -32601: a legacy-only server)
         self.reply = "json"  # how requests are answered: "json" or "sse"
@@ -130,8 +147,14 @@ class FaultServer:
         self.expire_after: int | None = None  # a session dies after this many requests
         self.redirect: str | None = None  # 307 every POST /mcp to this Location
         self.sse_endpoint: str | None = None  # the HTTP+SSE endpoint event (default: same origin)
-        #: Canned replies by tool name (tools/call) or method.
+        #: Canned replies by tool name (tools/call) or method (notifications and /messages too).
         self.fail: dict[str, Reply] = {}
+        #: Tool names or methods that get no reply at all until the client hangs up, the server
+        #: stops or :attr:`release` is set (then the normal or canned reply).
+        self.stall: set[str] = set()
+        self.release = threading.Event()
+        self.close_delimited = False  # SSE replies and streams end by closing the connection
+        self.endpoint_event = True  # the HTTP+SSE stream names its endpoint
         # -- what happened -----------------------------------------------------
         self.seen: list[Seen] = []
         self.sessions: dict[str, int] = {}  # live session id -> requests seen
@@ -149,7 +172,7 @@ class FaultServer:
     # -- lifecycle ---------------------------------------------------------------
 
     def start(self) -> FaultServer:
-        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd = _HTTPServer((self.host, 0), _Handler)
         self._httpd.fault = self
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="fault-http-accept", daemon=True)
         self._thread.start()
@@ -162,7 +185,7 @@ class FaultServer:
 
     @property
     def origin(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     @property
     def url(self) -> str:
@@ -346,7 +369,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def _seen(self, body: Any = None) -> Seen:
-        seen = Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+        seen = Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body,
+                    peer=int(self.client_address[1]))
         self.fault._record(seen)
         return seen
 
@@ -373,6 +397,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def start_sse(self, headers: dict[str, str] | None = None, *, chunked: bool = True) -> None:
         """Begin an SSE reply: chunked, or (``chunked=False``) ended by closing the connection."""
+        chunked = chunked and not self.fault.close_delimited
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -452,16 +477,17 @@ class _Handler(BaseHTTPRequestHandler):
                 if count is None:
                     self.send_json(404, _error(message.get("id"), -32001, "Session not found"))
                     return
+        key = params.get("name") if method == "tools/call" else method
+        if str(key) in fault.stall and not self._stall(message):
+            return
+        canned = fault.fail.get(str(key))
+        if canned is not None:
+            self._send_canned(canned, message)
+            return
         if not is_request:
             self.send_response(202)
             self.send_header("Content-Length", "0")
             self.end_headers()
-            return
-        key = params.get("name") if method == "tools/call" else method
-        canned = fault.fail.get(str(key))
-        if canned is not None:
-            body = canned.body(message) if callable(canned.body) else canned.body
-            self.send_body(canned.status, body, canned.content_type, canned.headers)
             return
         if method == "tools/call" and key in ("slow", "hold", "trickle", "resume"):
             getattr(self, f"_tool_{key}")(message, headers)
@@ -478,6 +504,24 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_sse()
         else:
             self.send_json(200, reply, headers)
+
+    def _send_canned(self, canned: Reply, message: dict[str, Any]) -> None:
+        body = canned.body(message) if callable(canned.body) else canned.body
+        self.send_body(canned.status, body, canned.content_type, canned.headers)
+
+    def _stall(self, message: dict[str, Any]) -> bool:
+        """Send nothing until :attr:`FaultServer.release` (True) or the client hangs up / the server stops (False)."""
+        fault = self.fault
+        conn = self.connection
+        while not fault.release.is_set():
+            if fault._stopping.is_set():
+                self.close_connection = True
+                return False
+            if _peer_closed(conn):
+                fault._note_drop(message.get("id"))
+                self.close_connection = True
+                return False
+        return True
 
     def _modern_header_problem(self, message: dict[str, Any], version: str) -> str | None:
         """What is wrong with a modern request's headers (None: all fine)."""
@@ -543,16 +587,10 @@ class _Handler(BaseHTTPRequestHandler):
         deadline = time.monotonic() + float(args.get("seconds", 1))
         conn = self.connection
         while time.monotonic() < deadline and not self.fault._stopping.is_set():
-            readable, _, _ = select.select([conn], [], [], 0.02)
-            if readable:
-                try:
-                    peeked = conn.recv(1, socket.MSG_PEEK)
-                except OSError:
-                    peeked = b""
-                if not peeked:
-                    self.fault._note_drop(message.get("id"))
-                    self.close_connection = True
-                    return
+            if _peer_closed(conn):
+                self.fault._note_drop(message.get("id"))
+                self.close_connection = True
+                return
         if self.fault._stopping.is_set():
             self.close_connection = True
             return
@@ -631,7 +669,8 @@ class _Handler(BaseHTTPRequestHandler):
             fault._sse_queues[sid] = source
         self.start_sse()
         try:
-            self.write(sse_event(fault.sse_endpoint or f"/messages?sessionId={sid}", event="endpoint"))
+            if fault.endpoint_event:
+                self.write(sse_event(fault.sse_endpoint or f"/messages?sessionId={sid}", event="endpoint"))
         except OSError:
             return
         self._pump(source)
@@ -644,6 +683,13 @@ class _Handler(BaseHTTPRequestHandler):
         if target is None:
             self.send_body(404, b"unknown session", "text/plain")
             return
+        if isinstance(message, dict):
+            params = message.get("params") or {}
+            key = params.get("name") if message.get("method") == "tools/call" else message.get("method")
+            canned = fault.fail.get(str(key))
+            if canned is not None:
+                self._send_canned(canned, message)
+                return
         self.send_body(202, b"Accepted", "text/plain")
         if isinstance(message, dict) and message.get("method") and "id" in message:
             target.put(fault.answer(message))
@@ -655,3 +701,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.fault.sessions.pop(sid or "", None)
         self.send_body(self.fault.delete_status, b"", "text/plain")
 
+
+def _peer_closed(conn: socket.socket) -> bool:
+    """True when the client closed the connection (EOF is readable), waiting at most 20 ms to see."""
+    readable, _, _ = select.select([conn], [], [], 0.02)
+    if not readable:
+        return False
+    try:
+        return not conn.recv(1, socket.MSG_PEEK)
+    except OSError:
+        return True
