@@ -310,6 +310,8 @@ class Dispatcher:
     def notify(self, method: str, params: dict[str, Any] | None = None, timeout: float | None = None) -> None:
         """Send a notification (no answer); ``timeout`` bounds waiting for an HTTP acknowledgement."""
         self.owner.check(self.name)
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be positive seconds, not {timeout!r}")
         self.transport.send(notification(method, params), timeout=timeout)
 
     # -- deadlines (the scheduler thread decides; it never waits or runs user code) --
@@ -368,14 +370,15 @@ class Dispatcher:
             except Exception as exc:  # noqa: BLE001 - a cancel that cannot be sent changes nothing for the caller
                 self.log(logging.DEBUG, "server %r: cancel of %r failed: %s", self.name, entry.request_id, exc)
 
-    def log(self, level: int, fmt: str, *args: Any) -> None:
+    def log(self, level: int, fmt: str, *args: Any, logger: str = "") -> None:
         """Log from an I/O or scheduler thread: the record is emitted on the callbacks thread.
 
         Logging handlers are user code (a slow one must not stall a server's I/O);
-        nothing is queued when the level is off.
+        nothing is queued when the level is off for ``logger`` (default: this module's).
         """
-        if log.isEnabledFor(level):
-            self.callbacks.submit(log.log, level, fmt, *args)
+        target = logging.getLogger(logger) if logger else log
+        if target.isEnabledFor(level):
+            self.callbacks.submit(target.log, level, fmt, *args)
 
     def defer(self, fn: Callable[..., Any], *args: Any) -> bool:
         """Run ``fn(*args)`` on the callbacks thread (for transports with user code to run)."""

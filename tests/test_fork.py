@@ -13,6 +13,7 @@ import json
 import os
 import select
 import subprocess
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -126,10 +127,13 @@ def _established_to(port: int) -> int:
     return found
 
 
-def test_child_does_not_keep_the_parents_pooled_http_sockets(server: FaultServer) -> None:
+@pytest.mark.parametrize("transport", ["streamable-http", "sse"])
+def test_child_does_not_keep_the_parents_pooled_http_sockets(server: FaultServer, transport: str) -> None:
     # A child inherited the pooled sockets and held them: after the parent's close() they stayed ESTABLISHED.
-    client = mcpcall.connect(server.url, protocol="legacy", timeout=10)
-    client.call_tool("echo", {"message": "x"})
+    # With HTTP+SSE the stream's socket has an open response, and socket.close() left its descriptor open.
+    url = server.origin + "/sse" if transport == "sse" else server.url
+    client = mcpcall.connect(url, protocol="legacy", timeout=10, transport=transport)
+    client.list_tools()
     assert _established_to(server.port) >= 1, "precondition: a pooled connection"
     read_end, write_end = os.pipe()
     pid = os.fork()
@@ -141,6 +145,7 @@ def test_child_does_not_keep_the_parents_pooled_http_sockets(server: FaultServer
             os._exit(0)
     os.close(read_end)
     try:
+        time.sleep(0.3)  # the child has let go of what it inherited (or has not)
         client.close()
         assert wait_until(lambda: _established_to(server.port) == 0, 3), (
             f"{_established_to(server.port)} connections to the server still open while the child lives"

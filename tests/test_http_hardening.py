@@ -545,3 +545,30 @@ def test_hung_cancel_notice_does_not_outlive_close(server: FaultServer) -> None:
         client.close()
         server.release.set()
         wait_until(lambda: http_threads() == [], 5)
+
+
+# -- second review ---------------------------------------------------------------------------------------
+
+
+def test_a_nested_exchange_gives_the_thread_its_own_back() -> None:
+    # A worker that POSTed a reply (to a server ping) inside its request left no exchange current:
+    # the request's later I/O (a resume) went untracked and could not be aborted.
+    from mcpcall.transports._exchanges import Exchange, _current
+
+    outer, inner = Exchange("request"), Exchange("reply")
+    with outer:
+        with inner:
+            assert _current.exchange is inner
+        assert _current.exchange is outer
+    assert _current.exchange is None
+
+
+def test_transport_records_keep_their_logger(server: FaultServer, caplog: pytest.LogCaptureFixture) -> None:
+    # Handed to the callbacks thread, records of the transports' threads came out on mcpcall.dispatcher,
+    # so turning mcpcall.http up to DEBUG showed nothing.
+    server.modern = False
+    caplog.set_level(logging.DEBUG, logger="mcpcall.http")
+    with connect(server.url):
+        wait_until(lambda: any("offers no GET stream" in r.getMessage() for r in caplog.records))
+    record = next(r for r in caplog.records if "offers no GET stream" in r.getMessage())
+    assert record.name == "mcpcall.http" and record.threadName.startswith("mcpcall-callbacks-")

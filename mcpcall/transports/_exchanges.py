@@ -15,6 +15,7 @@ that owns the response closes it.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import threading
 import weakref
@@ -35,13 +36,14 @@ def _shut(sock: Any) -> None:
 class Exchange:
     """One request's HTTP traffic; ``abort()`` is safe from any thread, any time, more than once."""
 
-    __slots__ = ("_sockets", "aborted", "label")
+    __slots__ = ("_outer", "_sockets", "aborted", "label")
 
     def __init__(self, label: Any = None) -> None:
         self.label = label
         #: Set by :meth:`abort`; waits between attempts use it to end early.
         self.aborted = threading.Event()
         self._sockets: list[Any] = []
+        self._outer: Exchange | None = None  # the thread's exchange around this one (a reply POSTed by a worker)
 
     def __repr__(self) -> str:
         return f"<Exchange {self.label!r}{' aborted' if self.aborted.is_set() else ''}>"
@@ -62,11 +64,13 @@ class Exchange:
             _shut(sock)
 
     def __enter__(self) -> Exchange:  # noqa: PYI034 - no typing_extensions for Self on 3.9/3.10
+        self._outer = getattr(_current, "exchange", None)
         _current.exchange = self
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _current.exchange = None
+        _current.exchange = self._outer  # nested: the worker's own exchange is current again
+        self._outer = None
         self._sockets.clear()
 
 
@@ -113,7 +117,8 @@ def _forget_sockets() -> None:
         sock = getattr(connection, "sock", None)
         if sock is not None:
             with contextlib.suppress(Exception):
-                sock.close()
+                # Not sock.close(): that waits for the files made from it (an open response) to close.
+                os.close(sock.detach())
 
 
 on_fork_in_child(_SOCKETS, _forget_sockets)

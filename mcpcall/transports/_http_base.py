@@ -125,6 +125,8 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
 class HTTPBase(Transport):
     """What both HTTP transports share: the session, safe redirects, the worker pool."""
 
+    logger_name = "mcpcall.http"
+
     def __init__(
         self,
         url: str,

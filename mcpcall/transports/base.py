@@ -34,8 +34,11 @@ class Receiver(Protocol):
     def on_warning(self, text: str) -> None:
         """Something worth a warning happened; logged away from the I/O thread that saw it."""
 
-    def log(self, level: int, fmt: str, *args: Any) -> None:
-        """Log a record away from the I/O thread that saw it (logging handlers are user code)."""
+    def log(self, level: int, fmt: str, *args: Any, logger: str = "") -> None:
+        """Log a record away from the I/O thread that saw it (logging handlers are user code).
+
+        ``logger`` names the logger (default: the receiver's own).
+        """
 
     def defer(self, fn: Callable[..., Any], *args: Any) -> bool:
         """Run ``fn(*args)`` on the client's callbacks thread (user code); False once closed."""
@@ -58,14 +61,16 @@ class Transport:
     #: True for a transport that predates the modern era (the client goes straight to initialize).
     legacy_only: bool = False
     _receiver: Receiver | None = None
+    #: The logger a transport's records go to.
+    logger_name = "mcpcall.transport"
 
     def _log(self, level: int, fmt: str, *args: Any) -> None:
         """Log from one of the transport's own threads: through the receiver, off that thread."""
         receiver = self._receiver
         if receiver is not None:
-            receiver.log(level, fmt, *args)
+            receiver.log(level, fmt, *args, logger=self.logger_name)
         else:
-            log.log(level, fmt, *args)
+            logging.getLogger(self.logger_name).log(level, fmt, *args)
 
     def start(self, receiver: Receiver, *, timeout: float | None = None) -> None:
         """Open the connection and begin delivering incoming messages to ``receiver``.

@@ -59,7 +59,9 @@ _EXIT_PEEK = 0.1  # a write found the pipe broken: how long to wait for the exit
 _MIN_BACKLOG = 1 << 20
 _STDERR_AFTER_CLOSE = 1.0  # how long lines still queued for a stderr consumer are passed on after close()
 _STDERR_BACKLOG = 1000  # stderr lines waiting for the callbacks thread; more are not shown (the tail keeps them)
-_PROBE_KEPT = 2  # stderr lines kept in the tail from the window of a failed modern probe
+_PROBE_KEPT = 2  # stderr lines kept from each end of the window of a failed modern probe
+_PROBE_NOISY = 10  # more lines than this in that window are condensed
+_PROBE_GRACE = 0.5  # stderr still in the pipe when the handshake ended counts as the probe's
 _BATCHES_ALLOWED = ("2025-03-26",)  # the one revision that allowed JSON-RPC batches
 _POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
@@ -93,6 +95,8 @@ def _pidfd(pid: int) -> int:
 class StdioTransport(Transport):
     """Runs ``argv`` as a subprocess and exchanges newline-delimited JSON-RPC with it."""
 
+    logger_name = "mcpcall.stdio"
+
     def __init__(
         self,
         argv: Sequence[str],
@@ -118,6 +122,7 @@ class StdioTransport(Transport):
         # The last lines of stderr, with the time each arrived (for the probe's noise, see quiet_since).
         self._tail: collections.deque[tuple[float, str]] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self._tail_lock = threading.Lock()
+        self._quiet: tuple[float, float] | None = None  # the window of a rejected probe's noise
         self._stderr_queued = 0  # lines handed to the callbacks thread (counted by the drain)
         self._stderr_shown = 0  # ... and shown there (counted by the callbacks thread)
         self._stderr_dropped = 0
@@ -260,7 +265,10 @@ class StdioTransport(Transport):
 
     def _broken_pipe(self, exc: OSError) -> ConnectionClosed:
         # Most often the server has exited: say so (with its last words) rather than "broken pipe".
-        returncode = self._exit_code(_EXIT_PEEK)
+        # Waiting a moment for its status is for a caller; one of our threads (the scheduler sends
+        # cancel notices) never waits.
+        internal = threading.current_thread().name.startswith("mcpcall-")
+        returncode = self._exit_code(0.0 if internal else _EXIT_PEEK)
         if returncode is not None:
             return ConnectionClosed(
                 f"server {self.name!r} {_how_it_ended(returncode)} (unexpectedly)",
@@ -517,26 +525,32 @@ class StdioTransport(Transport):
         return self.tail()
 
     def tail(self) -> list[str]:
-        """The last lines of stderr, oldest first."""
+        """The last lines of stderr, oldest first (a rejected probe's noise condensed)."""
         with self._tail_lock:
-            return [text for _, text in self._tail]
+            items = list(self._tail)
+            window = self._quiet
+        if window is not None:
+            start, end = window
+            during = [item for item in items if start <= item[0] <= end]
+            if len(during) > _PROBE_NOISY:  # a few lines are what a server says at start, not noise
+                hidden = len(during) - 2 * _PROBE_KEPT
+                note = (start, f"… ({hidden} lines written while mcpcall probed for the modern protocol)")
+                before = [item for item in items if item[0] < start]
+                after = [item for item in items if item[0] > end]
+                items = before + during[:_PROBE_KEPT] + [note] + during[-_PROBE_KEPT:] + after
+        return [text for _, text in items]
 
     def quiet_since(self, started: float) -> None:
-        """Condense the tail lines written since ``started`` (monotonic) to a few and a count.
+        """The lines written from ``started`` (monotonic) until now, and a moment more, are probe noise.
 
         The client calls this after a modern probe the server rejected: some
         legacy servers log dozens of lines about it, which would bury a later
-        crash's own last words in the error that reports it.
+        crash's own last words in the error that reports it. Such a window
+        shows in :meth:`tail` as its first and last lines and a count; the
+        moment more is for lines still in the pipe when the handshake ended.
         """
         with self._tail_lock:
-            before = [item for item in self._tail if item[0] < started]
-            during = [item for item in self._tail if item[0] >= started]
-            if len(during) <= _PROBE_KEPT + 1:
-                return
-            text = f"… ({len(during) - _PROBE_KEPT} more lines written while mcpcall probed for the modern protocol)"
-            note = (started, text)
-            self._tail.clear()
-            self._tail.extend(before + during[:_PROBE_KEPT] + [note])
+            self._quiet = (started, time.monotonic() + _PROBE_GRACE)
 
     def _stderr_sink(self) -> Callable[[str], None] | None:
         """What each stderr line goes to, on the callbacks thread (None: only the tail)."""
@@ -560,7 +574,10 @@ class StdioTransport(Transport):
         return None
 
     def _show_stderr(self, sink: Callable[[str], None], lines: list[str]) -> None:
-        """On the callbacks thread: pass lines on (user code: a logging handler, a callback)."""
+        """On the callbacks thread: pass lines on (user code: a logging handler, a callback).
+
+        Once the backlog is gone, lines skipped meanwhile are reported in one line of their own.
+        """
         try:
             for text in lines:
                 closed_at = self._closed_at
@@ -572,6 +589,14 @@ class StdioTransport(Transport):
                     log.debug("stderr callback for server %r failed", self.name, exc_info=True)
         finally:
             self._stderr_shown += len(lines)
+        if self._stderr_queued == self._stderr_shown:
+            with self._tail_lock:
+                dropped, self._stderr_dropped = self._stderr_dropped, 0
+            if dropped:
+                try:
+                    sink(f"(mcpcall: {dropped} lines of stderr not shown here: the consumer fell behind)")
+                except Exception:  # as for any line
+                    log.debug("stderr callback for server %r failed", self.name, exc_info=True)
 
     def _pass_on(self, lines: list[str]) -> None:
         """From the drain: hand lines to the callbacks thread, never more than a bounded backlog."""
@@ -581,11 +606,9 @@ class StdioTransport(Transport):
             return
         backlog = self._stderr_queued - self._stderr_shown
         if backlog >= _STDERR_BACKLOG:
-            self._stderr_dropped += len(lines)  # the server never waits for a slow sink
+            with self._tail_lock:
+                self._stderr_dropped += len(lines)  # the server never waits for a slow sink
             return
-        if self._stderr_dropped:
-            dropped, self._stderr_dropped = self._stderr_dropped, 0
-            lines = [f"(mcpcall: {dropped} lines of stderr not shown: the consumer fell behind)", *lines]
         self._stderr_queued += len(lines)
         if not receiver.defer(self._show_stderr, sink, lines):
             self._stderr_shown += len(lines)
@@ -672,7 +695,6 @@ class StdioTransport(Transport):
             self._closed = True
         proc = self.process
         self._closing = True
-        self._closed_at = time.monotonic()
         self._wake.set()
         if proc is None:
             return
@@ -699,6 +721,9 @@ class StdioTransport(Transport):
             proc.wait(timeout=5.0)
         except subprocess.TimeoutExpired:  # pragma: no cover - a process in uninterruptible sleep
             log.error("server %r (pid %d) did not die after SIGKILL", self.name, proc.pid)
+        # From here a slow stderr consumer gets a little more time, not more: the server's last words
+        # (written while it shut down) are passed on first.
+        self._closed_at = time.monotonic()
         # Wake the readers: a process outside the group (setsid) may still hold stdout or stderr.
         try:
             os.write(self._wake_w, b"x")
