@@ -50,7 +50,7 @@ log = logging.getLogger("mcpcall.stdio")
 
 STDERR_TAIL_LINES = 40
 _STDERR_LINE_LIMIT = 64 * 1024
-_CHUNK = 1 << 20
+_CHUNK = 1 << 16  # under malloc's mmap threshold: a larger read buffer costs an mmap and page faults per read
 _PEEK = 4096
 _WARNINGS_PER_KIND = 10  # then the rest of that kind goes to debug only
 _EXIT_GRACE = 0.2  # after the server exits, how long stdout may stay quiet before it counts as closed
