@@ -42,7 +42,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._version import __version__
-from .client import LATEST_LEGACY_VERSION, LATEST_MODERN_VERSION, LEGACY_VERSIONS, MODERN_VERSIONS, Client, Handler, close_all
+from .client import (
+    LATEST_LEGACY_VERSION,
+    LATEST_MODERN_VERSION,
+    LEGACY_VERSIONS,
+    LOG_LEVELS,
+    MODERN_VERSIONS,
+    Client,
+    Handler,
+    close_all,
+)
 from .config import ServerSpec, make_transport
 from .dispatcher import RequestFuture
 from .errors import (
@@ -54,35 +63,85 @@ from .errors import (
     MCPError,
     ProtocolError,
     RequestTimeout,
+    ResourceNotFound,
     RPCError,
+    SchemaValidationError,
     SessionExpired,
     ToolError,
     UnsupportedVersion,
 )
-from .types import CallToolResult, Implementation, Tool
+from .session.inbound import LogCallback, RootsOption
+from .session.subscriptions import ChangeEvent, Subscription
+from .session.tasks import Task, TaskStatus
+from .types import (
+    AudioContent,
+    CallToolResult,
+    Completion,
+    ContentBlock,
+    EmbeddedResource,
+    GetPromptResult,
+    ImageContent,
+    Implementation,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    ReadResourceResult,
+    Resource,
+    ResourceContents,
+    ResourceLink,
+    ResourceTemplate,
+    TextContent,
+    Tool,
+    UnknownContent,
+)
 
 __all__ = [
     "LATEST_LEGACY_VERSION",
     "LATEST_MODERN_VERSION",
     "LEGACY_VERSIONS",
+    "LOG_LEVELS",
     "MODERN_VERSIONS",
+    "AudioContent",
     "CallToolResult",
+    "ChangeEvent",
     "Client",
+    "Completion",
     "ConfigError",
     "ConnectionClosed",
+    "ContentBlock",
+    "EmbeddedResource",
     "ForkedClient",
+    "GetPromptResult",
     "HTTPError",
     "Handler",
+    "ImageContent",
     "Implementation",
     "InvalidRequest",
+    "LogCallback",
     "MCPError",
+    "Prompt",
+    "PromptArgument",
+    "PromptMessage",
     "ProtocolError",
     "RPCError",
+    "ReadResourceResult",
     "RequestFuture",
     "RequestTimeout",
+    "Resource",
+    "ResourceContents",
+    "ResourceLink",
+    "ResourceNotFound",
+    "ResourceTemplate",
+    "RootsOption",
+    "SchemaValidationError",
     "SessionExpired",
+    "Subscription",
+    "Task",
+    "TaskStatus",
+    "TextContent",
     "Tool",
     "ToolError",
+    "UnknownContent",
     "UnsupportedVersion",
     "__version__",
     "close_all",
@@ -117,6 +176,12 @@ def connect(
     read_timeout: float | None = None,
     max_workers: int = 8,
     validate_output: bool = True,
+    validate_arguments: bool = False,
+    sampling: Handler | None = None,
+    elicitation: Handler | None = None,
+    roots: RootsOption = None,
+    on_log: LogCallback | None = None,
+    cache: bool = True,
 ) -> Client:
     """Start or reach an MCP server and return a connected :class:`Client`.
 
@@ -139,7 +204,15 @@ def connect(
     ``outputSchema`` from ``list_tools()``, default on: a mismatch raises
     ProtocolError),
     ``max_message_bytes`` (default 64 MiB), ``close_timeout`` (each step of the
-    close ladder, default 2 s).
+    close ladder, default 2 s), ``validate_arguments`` (check arguments against
+    a tool's ``inputSchema`` before sending, default off), ``cache`` (modern
+    era: reuse results the server marked fresh with ``ttlMs``, default on).
+
+    What the server may ask of the client: ``sampling=fn(params) -> dict``,
+    ``elicitation=fn(params) -> dict`` (form and URL modes), ``roots=`` a list
+    of paths or URIs (or a callable returning one); ``on_log(level, logger,
+    data)`` gets its log messages. Each is declared as a capability, and runs
+    on the client's callbacks thread, in both eras.
 
     Remote servers take ``headers``, ``auth`` (a ``requests`` auth object, or
     a string sent as a bearer token), ``verify``, ``cert``, ``proxies``,
@@ -178,5 +251,11 @@ def connect(
         probe_timeout=probe_timeout,
         log_level=log_level,
         validate_output=validate_output,
+        validate_arguments=validate_arguments,
+        sampling=sampling,
+        elicitation=elicitation,
+        roots=roots,
+        on_log=on_log,
+        cache=cache,
     )
     return client.connect()

@@ -39,7 +39,7 @@ from . import __version__, connect
 from .client import Client
 from .config import is_url, redact_url
 from .errors import ConfigError, MCPError, RequestTimeout, RPCError
-from .types import CallToolResult, Tool
+from .types import CallToolResult, TextContent, Tool
 
 COMMANDS = ("tools", "call", "info", "demo")
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_SERVER, EXIT_TIMEOUT, EXIT_RPC = 0, 1, 2, 3, 4, 5
@@ -208,12 +208,11 @@ def _ms(seconds: float) -> str:
 
 def _print_result(result: CallToolResult, out: _Output) -> None:
     for block in result.content:
-        kind = block.get("type")
-        if kind == "text":
-            out.write(str(block.get("text", "")) + "\n")
+        if isinstance(block, TextContent):
+            out.write(block.text + "\n")
         else:
-            out.write(f"[{kind} content: {json.dumps(block, ensure_ascii=False)[:200]}]\n")
-    if result.structured_content is not None and not any(b.get("type") == "text" for b in result.content):
+            out.write(f"[{block.type} content: {json.dumps(dict(block.raw), ensure_ascii=False)[:200]}]\n")
+    if result.structured_content is not None and not any(isinstance(b, TextContent) for b in result.content):
         out.write(json.dumps(result.structured_content, indent=2, ensure_ascii=False) + "\n")
 
 

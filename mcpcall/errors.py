@@ -9,9 +9,11 @@ working::
     ├── InvalidRequest         (also TypeError, ValueError) a request that cannot be sent as given
     ├── RequestTimeout         (also TimeoutError) no answer within the timeout
     ├── RPCError                                   the server answered with a JSON-RPC error
-    │   └── UnsupportedVersion                     -32022: the server wants another version
+    │   ├── UnsupportedVersion                     -32022: the server wants another version
+    │   └── ResourceNotFound                       the resource asked for does not exist
     ├── ToolError                                  a tool result had isError: true
     ├── ProtocolError                              the peer broke the protocol
+    │   └── SchemaValidationError  (also ValueError) a value does not match a tool's schema
     ├── ConnectionClosed       (also ConnectionError) the server went away
     ├── HTTPError                                  an HTTP reply that is not MCP (status, body excerpt)
     │   └── SessionExpired                         404 for our session: the next request starts a new one
@@ -36,6 +38,8 @@ __all__ = [
     "ProtocolError",
     "RPCError",
     "RequestTimeout",
+    "ResourceNotFound",
+    "SchemaValidationError",
     "SessionExpired",
     "ToolError",
     "UnsupportedVersion",
@@ -91,6 +95,14 @@ class UnsupportedVersion(RPCError):
         return [v for v in versions if isinstance(v, str)] if isinstance(versions, list) else []
 
 
+class ResourceNotFound(RPCError):
+    """The server does not know the resource (-32002, or -32602 to ``resources/read``); ``uri`` names it."""
+
+    def __init__(self, code: int, message: str, data: Any = None, *, server: str = "", method: str = "", uri: str = "") -> None:
+        super().__init__(code, message, data, server=server, method=method)
+        self.uri = uri
+
+
 class ToolError(MCPError):
     """A tool ran and reported failure (``isError: true``); raised by ``raise_for_error()``."""
 
@@ -101,6 +113,22 @@ class ToolError(MCPError):
 
 class ProtocolError(MCPError):
     """The peer sent something the protocol does not allow (bad JSON-RPC, oversize message, …)."""
+
+
+class SchemaValidationError(ProtocolError, ValueError):
+    """A value does not match a tool's schema: structured content against its ``outputSchema``,
+    or (with ``validate_arguments=True``) arguments against its ``inputSchema``.
+
+    ``path`` is the JSON path of the offending value (``$.items[2].name``),
+    ``reason`` what is wrong there, ``tool`` and ``server`` where it happened.
+    """
+
+    def __init__(self, message: str, *, path: str = "$", reason: str = "", tool: str = "", server: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+        self.reason = reason
+        self.tool = tool
+        self.server = server
 
 
 class ConnectionClosed(MCPError, ConnectionError):

@@ -46,7 +46,7 @@ def encode_value(value: str) -> str:
 
 
 def standard_headers(message: Mapping[str, Any]) -> dict[str, str]:
-    """``Mcp-Method`` and, for tools/call, resources/read and prompts/get, ``Mcp-Name``."""
+    """``Mcp-Method`` and, for tools/call, resources/read, prompts/get and tasks/*, ``Mcp-Name``."""
     method = message.get("method")
     if not isinstance(method, str):
         return {}
@@ -58,6 +58,8 @@ def standard_headers(message: Mapping[str, Any]) -> dict[str, str]:
             name = params.get("name")
         elif method == "resources/read":
             name = params.get("uri")
+        elif method in ("tasks/get", "tasks/update", "tasks/cancel"):
+            name = params.get("taskId")  # the tasks extension: routes a task's requests to its server instance
         if isinstance(name, str):
             headers["Mcp-Name"] = encode_value(name)
     return headers

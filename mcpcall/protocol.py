@@ -14,8 +14,10 @@ __all__ = [
     "META_CLIENT_INFO",
     "META_LOG_LEVEL",
     "META_SERVER_INFO",
+    "META_SUBSCRIPTION_ID",
     "META_VERSION",
     "MODERN_VERSIONS",
+    "TASKS_EXTENSION",
 ]
 
 #: Versions of the legacy era (the ``initialize`` handshake), newest first.
@@ -31,3 +33,7 @@ META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+
+#: The tasks extension (2026-07-28): a tools/call may be answered with a task handle.
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"

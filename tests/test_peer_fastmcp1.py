@@ -270,7 +270,8 @@ def test_echo(client: mcpcall.Client) -> None:
     result = client.call_tool("echo", {"message": message}, timeout=10)
     assert not result.is_error
     assert result.text == message
-    assert result.content == [{"type": "text", "text": message}]
+    assert result.content == (mcpcall.TextContent(message),)
+    assert result.content[0].raw == {"type": "text", "text": message}
     assert result.raise_for_error() is result
 
 
@@ -340,27 +341,30 @@ def test_timeout_then_still_usable(client: mcpcall.Client, target: Target) -> No
         assert wait_for_stderr(target, "slow cancelled", cancelled_before), "the server never cancelled the tool"
 
 
-# -- resources and prompts (raw dicts) ---------------------------------------------------
+# -- resources and prompts (typed) -------------------------------------------------------
 
 
 def test_resources(client: mcpcall.Client) -> None:
     resources = client.list_resources(timeout=10)
-    assert [(r["uri"], r["name"], r.get("mimeType")) for r in resources] == [("test://greeting", "greeting", "text/plain")]
+    assert [(r.uri, r.name, r.mime_type) for r in resources] == [("test://greeting", "greeting", "text/plain")]
     read = client.read_resource("test://greeting", timeout=10)
-    assert read["contents"] == [{"uri": "test://greeting", "mimeType": "text/plain", "text": "Hello from FastMCP 1.x"}]
-    templates = client.request("resources/templates/list", timeout=10).result(timeout=10)
-    assert [t["uriTemplate"] for t in templates["resourceTemplates"]] == ["test://greeting/{name}"]
-    assert client.read_resource("test://greeting/Ann")["contents"][0]["text"] == "Hello, Ann"
-    with pytest.raises(mcpcall.RPCError):
+    assert read.contents == (mcpcall.ResourceContents("test://greeting", "text/plain", "Hello from FastMCP 1.x"),)
+    assert read.text == "Hello from FastMCP 1.x" and read.data == b"Hello from FastMCP 1.x"
+    templates = client.list_resource_templates(timeout=10)
+    assert [t.uri_template for t in templates] == ["test://greeting/{name}"]
+    assert client.read_resource("test://greeting/Ann").contents[0].text == "Hello, Ann"
+    with pytest.raises(mcpcall.ResourceNotFound) as info:
         client.read_resource("test://nothing-here", timeout=10)
+    assert info.value.uri == "test://nothing-here" and isinstance(info.value, mcpcall.RPCError)
 
 
 def test_prompts(client: mcpcall.Client) -> None:
     prompts = client.list_prompts(timeout=10)
-    assert [p["name"] for p in prompts] == ["greet"]
-    assert prompts[0]["arguments"] == [{"name": "name", "required": True}]
-    prompt = client.get_prompt("greet", {"name": "Ann"}, timeout=10)
-    assert prompt["messages"] == [{"role": "user", "content": {"type": "text", "text": "Please greet Ann."}}]
+    assert [p.name for p in prompts] == ["greet"]
+    assert [(a.name, a.required) for a in prompts[0].arguments] == [("name", True)]
+    prompt = client.get_prompt(prompts[0], {"name": "Ann"}, timeout=10)
+    assert [(m.role, m.content) for m in prompt.messages] == [("user", mcpcall.TextContent("Please greet Ann."))]
+    assert prompt.text == "Please greet Ann."
 
 
 # -- concurrency -----------------------------------------------------------------------------

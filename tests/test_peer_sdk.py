@@ -163,7 +163,8 @@ def test_echo(client: mcpcall.Client) -> None:
     result = client.call_tool("echo", {"message": message}, timeout=10)
     assert not result.is_error
     assert result.text == message
-    assert result.content == [{"type": "text", "text": message}]
+    assert result.content == (mcpcall.TextContent(message),)
+    assert result.content[0].raw == {"type": "text", "text": message}
     assert result.structured_content == {"result": message}
     assert result.raise_for_error() is result
 

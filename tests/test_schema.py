@@ -51,7 +51,7 @@ def test_matching_result_passes() -> None:
 
 
 def test_mismatch_is_a_protocol_error() -> None:
-    with pytest.raises(ProtocolError, match=r"does not match its outputSchema at sum: 'three' is not of type 'integer'"):
+    with pytest.raises(ProtocolError, match=r"does not match its outputSchema at \$\.sum: 'three' is not of type 'integer'"):
         call(server_with(SCHEMA, {"sum": "three"}))
 
 

@@ -54,11 +54,11 @@ def exercise_everything(client: mcpcall.Client) -> None:
     if "resources" in client.capabilities:
         resources = client.list_resources()
         if resources:
-            client.read_resource(resources[0]["uri"])
+            client.read_resource(resources[0].uri)
     if "prompts" in client.capabilities:
         prompts = client.list_prompts()
         if prompts:
-            client.get_prompt(prompts[0]["name"])
+            client.get_prompt(prompts[0])
 
 
 def tools_call(client: mcpcall.Client, context: dict[str, Any]) -> None:

@@ -1,26 +1,20 @@
-"""Typed views of MCP results: small frozen dataclasses that keep the wire dict as ``raw``.
-
-Only the fields a caller reaches for are lifted out (snake_case); everything the
-server sent stays in ``raw``, untouched.
-"""
+"""Tools, tool results and a peer's identity."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
-from .errors import ProtocolError, ToolError
+from ..errors import ToolError
+from ._record import many, mapping, optional_str, record, require, require_str
+from .content import ContentBlock, parse_content, text_of
 
 __all__ = ["CallToolResult", "Implementation", "Tool", "parse_call_result", "parse_tool"]
 
 
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-@dataclass(frozen=True)
+@record
 class Implementation:
     """A peer's name and version, as sent in ``serverInfo`` / ``clientInfo``."""
 
@@ -32,14 +26,9 @@ class Implementation:
     @classmethod
     def from_wire(cls, data: Any) -> Implementation:
         """Build from a wire dict; tolerant of missing fields."""
-        data = _mapping(data)
-        title = data.get("title")
-        return cls(
-            name=str(data.get("name", "")),
-            version=str(data.get("version", "")),
-            title=title if isinstance(title, str) else None,
-            raw=data,
-        )
+        data = mapping(data)
+        return cls(name=str(data.get("name", "")), version=str(data.get("version", "")),
+                   title=optional_str(data, "title"), raw=data)
 
     def to_wire(self) -> dict[str, Any]:
         """The dict sent on the wire."""
@@ -50,7 +39,7 @@ class Implementation:
         return out
 
 
-@dataclass(frozen=True)
+@record
 class Tool:
     """A tool a server offers."""
 
@@ -69,33 +58,31 @@ class Tool:
         return title if isinstance(title, str) and title else self.name
 
 
-def parse_tool(data: Any) -> Tool:
+def parse_tool(data: Any, server: str = "") -> Tool:
     """A :class:`Tool` from one entry of a ``tools/list`` result."""
-    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
-        raise ProtocolError(f"a tool entry needs a string name: {data!r:.200}")
+    name = require_str(data, "name", "a tool", server)
     output_schema = data.get("outputSchema")
-    title = data.get("title")
-    description = data.get("description")
     return Tool(
-        name=data["name"],
-        description=description if isinstance(description, str) else "",
-        input_schema=_mapping(data.get("inputSchema")),
+        name=name,
+        description=optional_str(data, "description") or "",
+        input_schema=mapping(data.get("inputSchema")),
         output_schema=output_schema if isinstance(output_schema, dict) else None,
-        title=title if isinstance(title, str) else None,
-        annotations=_mapping(data.get("annotations")),
+        title=optional_str(data, "title"),
+        annotations=mapping(data.get("annotations")),
         raw=data,
     )
 
 
-@dataclass(frozen=True)
+@record
 class CallToolResult:
     """What a ``tools/call`` returned.
 
+    ``content`` holds typed blocks (:class:`~mcpcall.types.TextContent`, …);
     ``is_error`` is the tool's own failure report (the call itself worked);
     :meth:`raise_for_error` turns it into a :class:`~mcpcall.errors.ToolError`.
     """
 
-    content: list[dict[str, Any]]
+    content: tuple[ContentBlock, ...] = ()
     structured_content: Any | None = None
     is_error: bool = False
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -105,9 +92,9 @@ class CallToolResult:
     @property
     def text(self) -> str:
         """The text blocks of ``content`` joined by newlines; structured content as JSON if none."""
-        parts = [block["text"] for block in self.content if block.get("type") == "text" and isinstance(block.get("text"), str)]
-        if parts:
-            return "\n".join(parts)
+        text = text_of(self.content)
+        if text:
+            return text
         if self.structured_content is not None:
             return json.dumps(self.structured_content, ensure_ascii=False)
         return ""
@@ -125,22 +112,14 @@ class CallToolResult:
 def parse_call_result(data: dict[str, Any], tool: str = "", server: str = "") -> CallToolResult:
     """A :class:`CallToolResult` from a ``tools/call`` result dict."""
     content = data.get("content")
-    if content is None:
-        content = []
-    if not isinstance(content, list):
-        raise ProtocolError(f"tools/call result 'content' must be a list, got {type(content).__name__}")
-    # Filled in place of __init__: the same frozen object at a third of the cost
-    # (this runs once per call, on the reader thread).
-    result = _new(CallToolResult)
-    result.__dict__.update(
-        content=[block for block in content if isinstance(block, dict)],
+    if content is not None and not isinstance(content, list):
+        require(data, "content", list, f"a result of tool {tool!r}", server)
+    where = f" in the result of tool {tool!r}"
+    return CallToolResult(
+        content=many(content, lambda block: parse_content(block, server, where)),
         structured_content=data.get("structuredContent"),
         is_error=data.get("isError") is True,
         raw=data,
         tool=tool,
         server=server,
     )
-    return result
-
-
-_new = object.__new__

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from time import monotonic
 from typing import Any, Callable
 
-from .dispatcher import Dispatcher
-from .errors import HTTPError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
-from .protocol import (
+from ..dispatcher import Dispatcher
+from ..errors import HTTPError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
+from ..protocol import (
     LATEST_LEGACY_VERSION,
     LATEST_MODERN_VERSION,
     LEGACY_VERSIONS,
@@ -38,8 +38,8 @@ from .protocol import (
     META_VERSION,
     MODERN_VERSIONS,
 )
-from .transports.base import Transport
-from .types import Implementation
+from ..transports.base import Transport
+from ..types import Implementation
 
 __all__ = [
     "Agreement",

@@ -1,0 +1,141 @@
+"""The server's tools as the session knows them: the listing, its schema checks and HTTP headers.
+
+:class:`ToolCatalog` lists tools (every page, within one timeout), compiles
+the checks of their schemas on the caller's thread (results are checked on
+the reader thread, which must not spend its time importing jsonschema), keeps
+the modern Streamable HTTP header registry (``x-mcp-header``) and parses
+``tools/call`` results. A tools change (``notifications/tools/list_changed``)
+invalidates all of it: the next listing starts afresh.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from ..dispatcher import RequestFuture
+from ..errors import InvalidRequest, ProtocolError
+from ..headers import InvalidHeaderAnnotation, header_params
+from ..schema import Check, input_check, output_check
+from ..types import CallToolResult, Tool, parse_call_result, parse_tool
+from .calls import Caller
+
+__all__ = ["ToolCatalog"]
+
+log = logging.getLogger("mcpcall.client")
+
+
+class ToolCatalog:
+    """What ``list_tools()`` found, and what calling a tool needs from it."""
+
+    def __init__(self, caller: Caller, *, validate_output: bool, validate_arguments: bool) -> None:
+        self.caller = caller
+        self.name = caller.name
+        self.validate_output = validate_output
+        self.validate_arguments = validate_arguments
+        self._lock = threading.Lock()
+        self._tools: dict[str, Tool] = {}
+        self._output_checks: dict[str, Check] = {}
+        self._input_checks: dict[str, Check | None] = {}
+        self._pages: tuple[dict[str, Any], ...] = ()  # the (cached) pages the last listing came from
+        self._listed: list[Tool] = []
+        self.generation = 0  # bumped by every invalidation
+
+    def list_tools(self, timeout: float | None = None, *, cache: bool = True) -> list[Tool]:
+        """Every tool of the server (all pages); see ``Client.list_tools``."""
+        generation = self.generation
+        pages: list[dict[str, Any]] = []
+        raw = list(self.caller.paginate("tools/list", "tools", timeout, cache=cache, on_page=pages.append))
+        with self._lock:
+            same = len(pages) == len(self._pages) and all(a is b for a, b in zip(pages, self._pages))
+            if same and generation == self.generation and self._listed:
+                return list(self._listed)  # every page came from the cache: nothing to parse or compile again
+        tools = [parse_tool(item, self.name) for item in raw]
+        checks: dict[str, Check] = {}
+        if self.validate_output:
+            for tool in tools:
+                if tool.output_schema is not None:
+                    check = output_check(tool.output_schema, tool=tool.name, server=self.name)
+                    if check is not None:
+                        checks[tool.name] = check
+        kept = self._with_headers(tools)
+        with self._lock:
+            self._tools = {tool.name: tool for tool in kept}
+            self._output_checks = checks
+            self._input_checks = {}
+            if generation == self.generation:
+                self._pages = tuple(pages)
+                self._listed = kept
+        return list(kept)
+
+    def _with_headers(self, tools: list[Tool]) -> list[Tool]:
+        """Over modern Streamable HTTP, register each tool's ``x-mcp-header`` params; leave out broken ones."""
+        registry = getattr(self.caller.connection.transport, "tool_headers", None)
+        if registry is None or self.caller.state.era != "modern":
+            return tools
+        kept = []
+        for tool in tools:
+            try:
+                registry[tool.name] = header_params(tool.input_schema)
+            except InvalidHeaderAnnotation as exc:
+                registry.pop(tool.name, None)
+                log.warning("server %r: tool %r left out: %s", self.name, tool.name, exc)
+                continue
+            kept.append(tool)
+        return kept
+
+    def invalidate(self) -> None:
+        """The server's tools changed: forget the listing, its checks and its headers."""
+        with self._lock:
+            self.generation += 1
+            self._pages = ()
+            self._listed = []
+            self._tools = {}
+            self._output_checks = {}
+            self._input_checks = {}
+        registry = getattr(self.caller.connection.transport, "tool_headers", None)
+        if isinstance(registry, dict):
+            registry.clear()
+        self.caller.cache.invalidate("tools/list")
+
+    # -- calling ----------------------------------------------------------------------------
+
+    def check_arguments(self, name: str, arguments: Mapping[str, Any], validate: bool | None, timeout: float | None) -> None:
+        """With ``validate`` (default: the client's ``validate_arguments``), check against ``inputSchema``."""
+        if not (self.validate_arguments if validate is None else validate):
+            return
+        with self._lock:
+            known = name in self._tools
+        if not known:
+            self.list_tools(timeout)
+        with self._lock:
+            tool = self._tools.get(name)
+            if tool is None:
+                raise InvalidRequest(f"server {self.name!r} has no tool {name!r} to check the arguments against")
+            if name not in self._input_checks:
+                self._input_checks[name] = input_check(tool.input_schema, tool=name, server=self.name)
+            check = self._input_checks[name]
+        if check is not None:
+            check(dict(arguments))
+
+    def call_result(self, result: dict[str, Any], future: RequestFuture) -> CallToolResult:
+        """The transform of ``tools/call`` (reader thread): parse, then check ``outputSchema``."""
+        call = future.context
+        params = getattr(call, "params", None)
+        name = params.get("name", "") if isinstance(params, dict) else ""
+        return self.parse(result, name)
+
+    def parse(self, result: dict[str, Any], name: str) -> CallToolResult:
+        """A ``tools/call`` result of tool ``name``, checked against its ``outputSchema``."""
+        parsed = parse_call_result(result, name, self.name)
+        if self.validate_output and not parsed.is_error:
+            check = self._output_checks.get(name)
+            if check is not None:
+                if parsed.structured_content is None:
+                    raise ProtocolError(
+                        f"server {self.name!r}: tool {name!r} declares an outputSchema but returned no structured content"
+                    )
+                check(parsed.structured_content)
+        return parsed
