@@ -38,6 +38,7 @@ Each rule of the thread model is enforced in one place:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -94,6 +95,9 @@ from .types import (
     Tool,
     UnknownContent,
 )
+
+# A library never prints: without logging configured, nothing of mcpcall's goes to stderr.
+logging.getLogger("mcpcall").addHandler(logging.NullHandler())
 
 __all__ = [
     "LATEST_LEGACY_VERSION",

@@ -324,13 +324,27 @@ class Client:
             params["_meta"] = dict(meta)
         call = Call("tools/call", params, timeout, self._tools.call_result, on_progress, reset_timeout_on_progress, max_timeout)
         if task:
-            tasks = self._tasks
-            parse = self._tools.call_result
-            call.transform = lambda result, future: tasks.done_at_once(parse(result, future))
+            self._as_task(call, name)
+        return self._caller.send(call)
+
+    def _as_task(self, call: Call, name: str) -> None:
+        """Make ``call`` task-augmented: its Future yields a :class:`Task` (done at once if the server says so)."""
+        tasks, catalog = self._tasks, self._tools
+        if self.era == "modern":
+            call.transform = lambda result, future: tasks.done_at_once(catalog.call_result(result, future))
             call.on_task = lambda result, future: tasks.on_create(result, future, name)
             caps = self._negotiator.capabilities
             call.meta = {META_CAPABILITIES: {**caps, "extensions": {**caps.get("extensions", {}), TASKS_EXTENSION: {}}}}
-        return self._caller.send(call)
+            return
+        offered = self.capabilities.get("tasks")
+        requests = offered.get("requests") if isinstance(offered, dict) else None
+        tools = requests.get("tools") if isinstance(requests, dict) else None
+        if isinstance(tools, dict) and "call" in tools:  # 2025-11-25 tasks
+            assert call.params is not None
+            call.params["task"] = {}
+            call.transform = lambda result, future: tasks.on_legacy_result(result, name, lambda raw: catalog.parse(raw, name))
+        else:
+            call.transform = lambda result, future: tasks.done_at_once(catalog.call_result(result, future))
 
     @overload
     def call_tool(self, name: str, arguments: Mapping[str, Any] | None = ..., *, timeout: float | None = ...,
@@ -424,15 +438,17 @@ class Client:
     def set_logging_level(self, level: str, timeout: float | None = None) -> None:
         """Ask for the server's log messages at ``level`` and above (to ``on_log`` and the server's logger).
 
-        Legacy: ``logging/setLevel``. Modern: the level goes in every later
-        request's ``_meta`` (the server logs per request).
+        Legacy: ``logging/setLevel`` (when the server declares ``logging``).
+        Modern: the level goes in every later request's ``_meta`` (the server
+        logs per request). Either way messages below ``level`` are dropped.
         """
         if level not in LOG_LEVELS:
             raise ConfigError(f"level must be one of {', '.join(LOG_LEVELS)}, not {level!r}")
         self._negotiator.log_level = level
+        self._inbound.log_level = level  # messages below it are dropped here too, whatever the server sends
         if self.era == "modern" and self.protocol_version is not None:
             self._state.meta = self._negotiator.request_meta(self.protocol_version)
-        elif self.era == "legacy":
+        elif self.era == "legacy" and "logging" in self.capabilities:
             self._caller.result(Call("logging/setLevel", {"level": level}, timeout), cache=False)
 
     def set_roots(self, roots: RootsOption, timeout: float | None = None) -> None:

@@ -65,6 +65,9 @@ _LOG_LEVELS = {
 }
 
 
+_RANK = {name: rank for rank, name in enumerate(_LOG_LEVELS)}
+
+
 def root_entries(roots: Sequence[Any]) -> list[dict[str, Any]]:
     """``roots`` as wire entries: a path becomes a ``file://`` URI (absolute), a URI stays as it is."""
     entries: list[dict[str, Any]] = []
@@ -124,6 +127,8 @@ class Inbound:
         if roots is not None:
             self.set_roots(roots)
         self.on_log = on_log
+        #: Messages below this level (an MCP level name) are dropped; None: all are passed on.
+        self.log_level: str | None = None
         self.logger = logging.getLogger(f"mcpcall.server.{name}")
         self._listeners: dict[str, list[Callable[[dict[str, Any]], None]]] = {}
         #: ``changed(method, params)``: a change notification arrived (reader thread; mcpcall's own code only).
@@ -230,6 +235,8 @@ class Inbound:
         """On the callbacks thread: a server log message to ``on_log`` and to the server's logger."""
         name = params.get("level")
         level = name if isinstance(name, str) else "info"
+        if self.log_level is not None and _RANK.get(level, 1) < _RANK.get(self.log_level, 0):
+            return
         logger = params.get("logger")
         logger = logger if isinstance(logger, str) and logger else None
         data = params.get("data")

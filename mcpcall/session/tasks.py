@@ -1,4 +1,6 @@
-"""The tasks extension (``io.modelcontextprotocol/tasks``, 2026-07-28): tool calls that finish later.
+"""Tasks: tool calls that finish later, in both eras.
+
+**Modern** (the ``io.modelcontextprotocol/tasks`` extension, 2026-07-28):
 
 ``client.call_tool(name, args, task=True)`` declares the extension on that one
 request. The server decides: it answers with the result (the :class:`Task`
@@ -10,12 +12,20 @@ answered by the client's handlers on the callbacks thread and ``tasks/update``;
 each input key is answered once. ``Task.cancel()`` sends ``tasks/cancel``.
 The final ``CallToolResult`` (or the JSON-RPC error of a failed task) ends the
 task's Future.
+
+**Legacy** (2025-11-25, a server declaring ``tasks.requests.tools.call``): the
+call carries ``task: {}`` and is answered with a ``CreateTaskResult``; one
+``tasks/result`` request then waits for the outcome (the server sends what it
+needs to ask as ordinary requests meanwhile, answered by the handlers), while
+``tasks/get`` polls keep :meth:`Task.status` fresh.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
+import math
 import threading
 from collections.abc import Mapping
 from concurrent.futures import Future, InvalidStateError
@@ -66,8 +76,8 @@ def parse_task_status(data: Any, server: str = "") -> TaskStatus:
         status_message=optional_str(data, "statusMessage"),
         created_at=optional_str(data, "createdAt"),
         last_updated_at=optional_str(data, "lastUpdatedAt"),
-        ttl_ms=optional_int(data, "ttlMs"),
-        poll_interval_ms=optional_int(data, "pollIntervalMs"),
+        ttl_ms=_first_int(data, "ttlMs", "ttl"),  # 2026-07-28 names, then 2025-11-25's
+        poll_interval_ms=_first_int(data, "pollIntervalMs", "pollInterval"),
         raw=data,
     )
 
@@ -75,10 +85,12 @@ def parse_task_status(data: Any, server: str = "") -> TaskStatus:
 class Task:
     """A handle on one task-augmented tool call; thread-safe."""
 
-    def __init__(self, tasks: Tasks, tool: str, status: TaskStatus | None) -> None:
+    def __init__(self, tasks: Tasks, tool: str, status: TaskStatus | None, *, legacy: bool = False) -> None:
         self._tasks = tasks
         self.tool = tool
         self._status = status
+        self.legacy = legacy
+        self._result_request: Future[Any] | None = None  # legacy: the tasks/result waiting for the outcome
         self._future: Future[CallToolResult] = Future()
         self._answered: set[str] = set()  # input keys already answered (each once per task)
         self._lock = threading.Lock()
@@ -141,6 +153,9 @@ class Task:
                 self._tasks.caller.result(Call("tasks/cancel", {"taskId": task_id}, timeout), cache=False)
             except MCPError as exc:
                 log.info("server %r: tasks/cancel of %s failed: %s", self._tasks.name, task_id, exc)
+        waiting = self._result_request
+        if waiting is not None:
+            waiting.cancel()
         return self._future.cancel() or self._future.cancelled()
 
     # -- driven by Tasks ---------------------------------------------------------------------
@@ -171,6 +186,49 @@ class Tasks:
         self._advance(task, status)
         return task
 
+    def on_legacy_result(self, result: dict[str, Any], tool: str, parse: Callable[[dict[str, Any]], CallToolResult]) -> Task:
+        """The transform of a legacy task-augmented ``tools/call`` (reader thread)."""
+        created = result.get("task")
+        if not isinstance(created, dict):
+            return self.done_at_once(parse(result))  # the server ran it at once
+        status = parse_task_status(created, self.name)
+        task = Task(self, tool, status, legacy=True)
+        with self._lock:
+            self._live[status.task_id] = task
+        Future.add_done_callback(task._future, lambda _: self._forget(status.task_id))
+        # Sending may wait (a legacy HTTP session renewal): from the callbacks thread, not this one.
+        if not self.caller.callbacks.submit(self._await_legacy_result, task):
+            _fail(task._future, ConnectionClosed(f"client for server {self.name!r} was closed"))
+        self._schedule_poll(task, status)
+        return task
+
+    def _await_legacy_result(self, task: Task) -> None:
+        """One ``tasks/result``: it waits until the task ends and answers with the call's own result."""
+        task_id = task.task_id
+        if task._future.done() or task_id is None:
+            return
+        call = Call("tasks/result", {"taskId": task_id}, math.inf,
+                    transform=lambda result, _: self._finish_with(task, result))
+        try:
+            request = self.caller.send(call)
+        except BaseException as exc:  # noqa: BLE001 - the task's Future carries it
+            _fail(task._future, exc)
+            return
+        task._result_request = request
+        Future.add_done_callback(request, lambda f: self._poll_failed(task, f, final=True))
+
+    def _finish_with(self, task: Task, raw: dict[str, Any]) -> None:
+        try:
+            result = self._parse_result(raw, task.tool)
+        except BaseException as exc:  # noqa: BLE001 - the task's Future carries it
+            _fail(task._future, exc)
+            return
+        status = task._status
+        if status is not None and not status.done:  # legacy: the outcome came before a poll saw it
+            task._update(dataclasses.replace(status, status="completed"))
+        with contextlib.suppress(InvalidStateError):
+            task._future.set_result(result)
+
     def done_at_once(self, result: CallToolResult) -> Task:
         """The server answered the call itself: a handle that is already done."""
         task = Task(self, result.tool, None)
@@ -189,6 +247,10 @@ class Tasks:
         future = task._future
         if future.done():
             return
+        if task.legacy:  # the outcome comes with tasks/result; polls only keep the status fresh
+            if not status.done:
+                self._schedule_poll(task, status)
+            return
         if status.status == "completed":
             self._finish(task, status)
         elif status.status == "failed":
@@ -203,15 +265,10 @@ class Tasks:
 
     def _finish(self, task: Task, status: TaskStatus) -> None:
         raw = status.raw.get("result")
-        try:
-            if not isinstance(raw, dict):
-                raise ProtocolError(f"server {self.name!r} said task {status.task_id} completed without a result")
-            result = self._parse_result(raw, task.tool)
-        except BaseException as exc:  # noqa: BLE001 - the task's Future carries it
-            _fail(task._future, exc)
+        if not isinstance(raw, dict):
+            _fail(task._future, ProtocolError(f"server {self.name!r} said task {status.task_id} completed without a result"))
             return
-        with contextlib.suppress(InvalidStateError):  # lost a race with cancel()
-            task._future.set_result(result)
+        self._finish_with(task, raw)
 
     def _failure(self, task: Task, status: TaskStatus) -> BaseException:
         error = status.raw.get("error")
@@ -250,13 +307,15 @@ class Tasks:
         """The transform of a ``tasks/get`` answer (reader thread)."""
         self._advance(task, parse_task_status(result, self.name))
 
-    def _poll_failed(self, task: Task, future: Future[Any]) -> None:
+    def _poll_failed(self, task: Task, future: Future[Any], *, final: bool = False) -> None:
         if future.cancelled():
             return
         error = future.exception()
         if error is None or task._future.done():
             return
-        if isinstance(error, RequestTimeout):  # a slow poll: try again
+        if not final and task.legacy:
+            return  # a failed status poll; tasks/result still decides
+        if isinstance(error, RequestTimeout) and not final:  # a slow poll: try again
             status = task._status
             if status is not None:
                 self._schedule_poll(task, status)
@@ -299,6 +358,14 @@ class Tasks:
             self._live.clear()
         for task in live:
             _fail(task._future, ConnectionClosed(f"client for server {self.name!r} was closed"))
+
+
+def _first_int(data: Mapping[str, Any], *keys: str) -> int | None:
+    for key in keys:
+        value = optional_int(data, key)
+        if value is not None:
+            return value
+    return None
 
 
 def _fail(future: Future[Any], exc: BaseException) -> None:
