@@ -134,7 +134,7 @@ def test_auto_not_swayed_by_a_forced_legacy_connection(tmp_path: Path) -> None:
 
 def test_list_tools(client: mcpcall.Client) -> None:
     tools = {tool.name: tool for tool in client.list_tools()}
-    assert set(tools) == {"echo", "add", "slow", "fail"}
+    assert {"echo", "add", "slow", "fail"} <= set(tools)
 
     echo = tools["echo"].input_schema
     assert echo["type"] == "object"
