@@ -10,6 +10,7 @@ import pytest
 import mcpcall
 from mcpcall import Client, ConfigError, ProtocolError, RPCError
 from mcpcall.transports.memory import MemoryTransport, Reply
+from tests.conftest import wait_until
 
 Msg = Dict[str, Any]
 MODERN = "2026-07-28"
@@ -154,9 +155,8 @@ def test_pagination_loop_is_detected() -> None:
         else:
             FakeServer()(m, reply)
 
-    with Client(MemoryTransport(looping), probe_timeout=0.3).connect() as c:
-        with pytest.raises(ProtocolError, match="nextCursor"):
-            c.list_tools()
+    with Client(MemoryTransport(looping), probe_timeout=0.3).connect() as c, pytest.raises(ProtocolError, match="nextCursor"):
+        c.list_tools()
 
 
 def test_unknown_result_type_is_invalid() -> None:
@@ -285,3 +285,122 @@ def test_close_between_rounds_ends_the_call_and_runs_its_done_callbacks() -> Non
     closer.join(10)
     assert ran.wait(5), "the done-callback never ran"
 
+
+
+# -- the session's parts: capabilities, roots, log level, cache ------------------------------------------
+
+
+def _caps_sent(transport: MemoryTransport, method: str) -> Msg:
+    message = next(m for m in transport.sent if m.get("method") == method)
+    params = message["params"]
+    return params["capabilities"] if method == "initialize" else params["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_capabilities_are_declared_from_what_was_given(era: str) -> None:
+    # Only handlers={...} declared capabilities; sampling=, elicitation= and roots= are keywords now.
+    transport = MemoryTransport(FakeServer())
+    with Client(transport, protocol=era, sampling=lambda p: {}, elicitation=lambda p: {}, roots=["/tmp"]).connect() as c:
+        c.call_tool("x")
+    caps = _caps_sent(transport, "initialize" if era == "legacy" else "tools/call")
+    assert caps["sampling"] == {} and caps["elicitation"] == {"form": {}, "url": {}} and "roots" in caps
+
+
+def test_set_roots_tells_a_legacy_server() -> None:
+    # The roots could not change after connecting, and the server was never told.
+    transport = MemoryTransport(FakeServer())
+    with Client(transport, protocol="legacy", roots=["/tmp"]).connect() as c:
+        c.set_roots(["file:///elsewhere"])
+    assert any(m.get("method") == "notifications/roots/list_changed" for m in transport.sent)
+
+
+def test_the_modern_log_level_rides_in_every_requests_meta() -> None:
+    # set_logging_level() did not exist; the modern era has no logging/setLevel, only the per-request _meta.
+    transport = MemoryTransport(FakeServer())
+    with Client(transport, protocol="modern").connect() as c:
+        c.set_logging_level("error")
+        c.call_tool("x")
+    call = [m for m in transport.sent if m.get("method") == "tools/call"][-1]
+    assert call["params"]["_meta"]["io.modelcontextprotocol/logLevel"] == "error"
+    assert not any(m.get("method") == "logging/setLevel" for m in transport.sent)
+
+
+class CachingServer(FakeServer):
+    """Lists tools with a ``ttlMs`` (one page per cursor), and counts what reaches it."""
+
+    def __init__(self, ttl: Any = 60_000) -> None:
+        super().__init__(era="modern")
+        self.ttl = ttl
+        self.pages = [["a"], ["b"]]
+
+    def __call__(self, m: Msg, reply: Reply) -> None:
+        if m.get("method") == "tools/list" and "id" in m:
+            self.seen.append(m)
+            index = int((m.get("params") or {}).get("cursor") or 0)
+            result: Msg = {"resultType": "complete", "tools": [{"name": n, "inputSchema": {"type": "object"}} for n in self.pages[index]]}
+            if self.ttl is not None:
+                result["ttlMs"] = self.ttl
+            if index + 1 < len(self.pages):
+                result["nextCursor"] = str(index + 1)
+            reply({"jsonrpc": "2.0", "id": m["id"], "result": result})
+            return
+        super().__call__(m, reply)
+
+    def lists(self) -> int:
+        return sum(1 for m in self.seen if m.get("method") == "tools/list")
+
+
+def test_pages_are_cached_for_their_ttl_and_a_change_drops_them() -> None:
+    # ttlMs was ignored; a tools/list_changed notification invalidates what was cached.
+    server = CachingServer()
+    transport = MemoryTransport(server)
+    with Client(transport).connect() as c:
+        assert [t.name for t in c.list_tools()] == ["a", "b"] and server.lists() == 2  # two pages
+        assert [t.name for t in c.list_tools()] == ["a", "b"] and server.lists() == 2  # both cached
+        c.list_tools(cache=False)
+        assert server.lists() == 4
+        server.pages = [["a"], ["c"]]
+        transport.reply({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        assert wait_until(lambda: [t.name for t in c.list_tools()] == ["a", "c"]), "the change never invalidated the pages"
+
+
+@pytest.mark.parametrize("ttl", [None, 0, -5])
+def test_no_positive_ttl_means_no_cache(ttl: Any) -> None:
+    # Absent, zero and negative ttlMs all mean "stale at once".
+    server = CachingServer(ttl)
+    with Client(MemoryTransport(server)).connect() as c:
+        c.list_tools()
+        c.list_tools()
+    assert server.lists() == 4
+
+
+def test_cache_off_for_the_whole_client() -> None:
+    server = CachingServer()
+    with Client(MemoryTransport(server), cache=False).connect() as c:
+        c.list_tools()
+        c.list_tools()
+    assert server.lists() == 4
+
+
+def test_a_result_built_on_input_responses_is_never_cached() -> None:
+    # A later round of a multi round-trip request depends on inputs that are not part of the cache key.
+    rounds: List[Msg] = []
+
+    def server(m: Msg, reply: Reply) -> None:
+        if "id" not in m:
+            return
+        if m["method"] == "server/discover":
+            reply({"jsonrpc": "2.0", "id": m["id"], "result": {"resultType": "complete", "supportedVersions": [MODERN], "capabilities": {}}})
+            return
+        rounds.append(m)
+        params = m.get("params") or {}
+        if "inputResponses" not in params:
+            result: Msg = {"resultType": "input_required", "inputRequests": {"r": {"method": "roots/list", "params": {}}}}
+        else:
+            result = {"resultType": "complete", "contents": [{"uri": "x://1", "text": "t"}], "ttlMs": 60_000}
+        reply({"jsonrpc": "2.0", "id": m["id"], "result": result})
+
+    with Client(MemoryTransport(server), roots=["/tmp"]).connect() as c:
+        assert c.read_resource("x://1").text == "t"
+        assert c.read_resource("x://1").text == "t"
+    assert len(rounds) == 4  # two rounds each time: the second read was not served from the cache
