@@ -505,7 +505,7 @@ def _on_change(cache: ResultCache, tools: ToolCatalog, subscriptions: Subscripti
         elif method == "notifications/resources/updated":
             uri = params.get("uri")
             cache.invalidate("resources/read", {"uri": uri} if isinstance(uri, str) else None)
-        elif method == "notifications/tasks":
+        elif method in ("notifications/tasks", "notifications/tasks/status"):
             tasks.on_notification(params)
             return
         subscriptions.notify(method, params)

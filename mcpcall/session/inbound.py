@@ -50,7 +50,8 @@ CHANGE_NOTIFICATIONS = frozenset({
     "notifications/resources/list_changed",
     "notifications/resources/updated",
     "notifications/subscriptions/acknowledged",
-    "notifications/tasks",
+    "notifications/tasks",  # the tasks extension (2026-07-28)
+    "notifications/tasks/status",  # 2025-11-25 tasks
 })
 
 _LOG_LEVELS = {
@@ -75,8 +76,10 @@ def root_entries(roots: Sequence[Any]) -> list[dict[str, Any]]:
         if isinstance(item, Mapping):
             if not isinstance(item.get("uri"), str):
                 raise ConfigError(f"a root given as a dict needs a string 'uri', not {item!r}")
+            _check_root(item["uri"])
             entries.append(dict(item))
         elif isinstance(item, str) and "://" in item:
+            _check_root(item)
             entries.append({"uri": item})
         elif isinstance(item, (str, os.PathLike)):
             path = Path(item).expanduser().resolve()
@@ -84,6 +87,12 @@ def root_entries(roots: Sequence[Any]) -> list[dict[str, Any]]:
         else:
             raise ConfigError(f"a root must be a path, a URI or a dict with a 'uri', not a {type(item).__name__}")
     return entries
+
+
+def _check_root(uri: str) -> None:
+    """Roots are ``file://`` URIs (the spec's MUST; a server may refuse the whole list otherwise)."""
+    if not uri.lower().startswith("file://"):
+        raise ConfigError(f"a root must be a path or a file:// URI, not {uri!r}")
 
 
 def with_defaults(result: dict[str, Any], schema: Any) -> dict[str, Any]:

@@ -142,21 +142,37 @@ class Task:
         Returns False when the task had already ended. The server may still
         finish the work: cancellation is cooperative.
         """
-        if self._future.done():
+        # The handle ends cancelled first: an answer already on its way (a legacy tasks/result,
+        # which a cancel makes the server answer with an error) can no longer win.
+        if self._future.done() or not self._future.cancel():
             return False
         task_id = self.task_id
         with self._lock:
             first = not self._cancel_sent
             self._cancel_sent = True
-        if task_id is not None and first:
-            try:
-                self._tasks.caller.result(Call("tasks/cancel", {"taskId": task_id}, timeout), cache=False)
-            except MCPError as exc:
-                log.info("server %r: tasks/cancel of %s failed: %s", self._tasks.name, task_id, exc)
         waiting = self._result_request
         if waiting is not None:
             waiting.cancel()
-        return self._future.cancel() or self._future.cancelled()
+        if task_id is not None and first:
+            try:
+                answer = self._tasks.caller.result(Call("tasks/cancel", {"taskId": task_id}, timeout), cache=False)
+            except MCPError as exc:
+                log.info("server %r: tasks/cancel of %s failed: %s", self._tasks.name, task_id, exc)
+            else:
+                self._cancelled(answer)
+        return True
+
+    def _cancelled(self, answer: Any) -> None:
+        """The status after ``tasks/cancel``: what the server answered (2025-11-25 sends the task), else cancelled."""
+        status = self._status
+        if isinstance(answer, dict) and answer.get("taskId") == self.task_id and isinstance(answer.get("status"), str):
+            try:
+                self._status = parse_task_status(answer, self._tasks.name)
+                return
+            except ProtocolError:
+                pass
+        if status is not None and not status.done:
+            self._status = dataclasses.replace(status, status="cancelled")
 
     # -- driven by Tasks ---------------------------------------------------------------------
 
