@@ -213,7 +213,7 @@ def test_multi_round_trip_requests_are_answered_and_retried() -> None:
 
 def test_input_required_without_a_handler_fails_the_call() -> None:
     with Client(MemoryTransport(mrtr_server)).connect() as c:
-        with pytest.raises(RPCError, match="no handler for elicitation/create"):
+        with pytest.raises(RPCError, match="asked the client for elicitation/create, which this client has no handler for"):
             c.call_tool("who")
 
 

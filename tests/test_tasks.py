@@ -31,9 +31,9 @@ def tasks_argv(poll_ms: int = 50) -> List[str]:
 class Server:
     """A connected client of the tasks server and the server's stderr lines."""
 
-    def __init__(self, poll_ms: int = 50, **options: Any) -> None:
+    def __init__(self, poll_ms: int = 50, timeout: float = 20, **options: Any) -> None:
         self.lines: List[str] = []
-        self.client = mcpcall.connect(tasks_argv(poll_ms), stderr=self.lines.append, timeout=20, **options)
+        self.client = mcpcall.connect(tasks_argv(poll_ms), stderr=self.lines.append, timeout=timeout, **options)
 
     def polls(self, task_id: str) -> List[str]:
         """The statuses the server reported, one per tasks/get of ``task_id``."""
@@ -159,6 +159,8 @@ def test_cancel_sends_tasks_cancel(server: Server) -> None:
     assert server.saw(f"cancelled {task.task_id}")
     assert task.done()
     assert task.future().cancelled()
+    status = task.status()
+    assert status is not None and status.status == "cancelled" and status.done
     with pytest.raises(CancelledError):
         task.result(5)
     assert task.cancel() is False
@@ -190,9 +192,13 @@ def test_long_without_task_is_a_plain_result(server: Server) -> None:
 def test_result_timeout_leaves_the_task_running(server: Server) -> None:
     # Guards: result(timeout) too short raises RequestTimeout (a TimeoutError) but the task goes on and can be waited for.
     task = server.client.call_tool("long", {"seconds": 1.5}, task=True)
-    with pytest.raises(RequestTimeout) as info:
+    try:
         task.result(0.2)
-    assert isinstance(info.value, TimeoutError)
+        raised: BaseException | None = None
+    except Exception as exc:  # noqa: BLE001 - checked below
+        raised = exc
+    assert isinstance(raised, RequestTimeout), repr(raised)
+    assert isinstance(raised, TimeoutError)
     assert not task.done()
     assert task.result(15).text == "done after 1.5 s"
 
@@ -231,3 +237,29 @@ def test_future_done_callbacks_run(server: Server) -> None:
     late: List[Any] = []
     future.add_done_callback(late.append)
     assert late == [future]
+
+
+def test_future_done_callback_runs_on_callbacks_thread() -> None:
+    # Guards: the thread model: a task's done-callback is user code, so it runs on the callbacks thread (as a
+    # RequestFuture's does) and may call the client without stalling it.
+    s = Server(timeout=3)
+    seen: List[Any] = []
+    ran = threading.Event()
+
+    def callback(f: Future) -> None:
+        seen.append(threading.current_thread().name)
+        try:
+            seen.append(s.client.call_tool("quick", {}).text)
+        except Exception as exc:  # noqa: BLE001 - checked below
+            seen.append(repr(exc))
+        ran.set()
+
+    try:
+        task = s.client.call_tool("long", {"seconds": 0.2}, task=True)
+        task.future().add_done_callback(callback)
+        assert task.result(15).text == "done after 0.2 s"
+        assert ran.wait(15)
+    finally:
+        s.client.close()
+    assert seen[0].startswith("mcpcall-callbacks-"), seen
+    assert seen[1] == "quick", seen

@@ -89,6 +89,17 @@ def root_entries(roots: Sequence[Any]) -> list[dict[str, Any]]:
     return entries
 
 
+class NoHandler(RPCError):
+    """The server asked for something no callable was given for (sampling, elicitation, roots, ...)."""
+
+    def __init__(self, method: str, server: str) -> None:
+        super().__init__(jsonrpc.METHOD_NOT_FOUND, f"the client has no handler for {method}", server=server, method=method)
+        self.args = (
+            f"server {server!r} asked the client for {method}, which this client has no handler for "
+            "(give connect() sampling=, elicitation=, roots= or handlers={method: fn})",
+        )
+
+
 def _check_root(uri: str) -> None:
     """Roots are ``file://`` URIs (the spec's MUST; a server may refuse the whole list otherwise)."""
     if not uri.lower().startswith("file://"):
@@ -192,7 +203,7 @@ class Inbound:
         if handler is None and method == ROOTS and self._roots is not None:
             handler = self._list_roots
         if handler is None:
-            raise RPCError(jsonrpc.METHOD_NOT_FOUND, f"the client has no handler for {method}")
+            raise NoHandler(method, self.name)
         result = handler(params)
         if not isinstance(result, dict):
             raise ProtocolError(f"the handler for {method} returned {type(result).__name__}, not a dict")

@@ -29,6 +29,7 @@ import math
 import threading
 from collections.abc import Mapping
 from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import field
 from typing import Any, Callable
 
@@ -91,7 +92,8 @@ class Task:
         self._status = status
         self.legacy = legacy
         self._result_request: Future[Any] | None = None  # legacy: the tasks/result waiting for the outcome
-        self._future: Future[CallToolResult] = Future()
+        # Its done-callbacks go to the client's callbacks thread, like every request's.
+        self._future: Future[CallToolResult] = RequestFuture("tools/call", runner=tasks.caller.callbacks)
         self._answered: set[str] = set()  # input keys already answered (each once per task)
         self._lock = threading.Lock()
         self._polling = False
@@ -123,7 +125,7 @@ class Task:
         """
         try:
             return self._future.result(timeout)
-        except TimeoutError:
+        except FutureTimeout:  # concurrent.futures' own class before Python 3.11
             if self._future.done():
                 raise
             raise RequestTimeout(
@@ -133,7 +135,7 @@ class Task:
             ) from None
 
     def future(self) -> Future[CallToolResult]:
-        """A ``concurrent.futures.Future`` of the result (its callbacks run where it completes: keep them short)."""
+        """A ``concurrent.futures.Future`` of the result (its done-callbacks run on the client's callbacks thread)."""
         return self._future
 
     def cancel(self, timeout: float | None = None) -> bool:
@@ -351,8 +353,16 @@ class Tasks:
                                        cache=False)
         except BaseException as exc:  # noqa: BLE001 - a handler's failure belongs to the task
             _fail(task._future, exc)
+            self._abandon(status.task_id)
             return
         self._schedule_poll(task, status)
+
+    def _abandon(self, task_id: str) -> None:
+        """Tell the server a task waiting for input we cannot give is given up (``tasks/cancel``, not waited for)."""
+        try:
+            self.caller.send(Call("tasks/cancel", {"taskId": task_id}, None))
+        except MCPError as exc:
+            log.debug("server %r: tasks/cancel of %s failed: %s", self.name, task_id, exc)
 
     # -- pushed status (subscriptions) ----------------------------------------------------
 

@@ -70,7 +70,7 @@ class TextContent:
 
     type: ClassVar[str] = "text"
     text: str
-    annotations: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    annotations: Mapping[str, Any] = field(default_factory=dict, repr=False, hash=False)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -81,7 +81,7 @@ class ImageContent:
     type: ClassVar[str] = "image"
     data: bytes = field(repr=False)
     mime_type: str
-    annotations: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    annotations: Mapping[str, Any] = field(default_factory=dict, repr=False, hash=False)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -92,7 +92,7 @@ class AudioContent:
     type: ClassVar[str] = "audio"
     data: bytes = field(repr=False)
     mime_type: str
-    annotations: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    annotations: Mapping[str, Any] = field(default_factory=dict, repr=False, hash=False)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -107,7 +107,7 @@ class ResourceLink:
     description: str | None = None
     mime_type: str | None = None
     size: int | None = None
-    annotations: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    annotations: Mapping[str, Any] = field(default_factory=dict, repr=False, hash=False)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -117,7 +117,7 @@ class EmbeddedResource:
 
     type: ClassVar[str] = "resource"
     resource: ResourceContents
-    annotations: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    annotations: Mapping[str, Any] = field(default_factory=dict, repr=False, hash=False)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -126,7 +126,7 @@ class UnknownContent:
     """A block of a type mcpcall does not know (newer protocol, an extension): all in ``raw``."""
 
     type: str
-    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, hash=False)  # all it has: compared
 
 
 ContentBlock = Union[TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource, UnknownContent]

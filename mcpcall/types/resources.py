@@ -22,7 +22,7 @@ class Resource:
     description: str | None = None
     mime_type: str | None = None
     size: int | None = None
-    annotations: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    annotations: Mapping[str, Any] = field(default_factory=dict, repr=False, hash=False)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -49,7 +49,7 @@ class ResourceTemplate:
     title: str | None = None
     description: str | None = None
     mime_type: str | None = None
-    annotations: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    annotations: Mapping[str, Any] = field(default_factory=dict, repr=False, hash=False)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 

@@ -45,10 +45,10 @@ class Tool:
 
     name: str
     description: str = ""
-    input_schema: Mapping[str, Any] = field(default_factory=dict, repr=False)
-    output_schema: Mapping[str, Any] | None = field(default=None, repr=False)
+    input_schema: Mapping[str, Any] = field(default_factory=dict, repr=False, hash=False)
+    output_schema: Mapping[str, Any] | None = field(default=None, repr=False, hash=False)
     title: str | None = None
-    annotations: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    annotations: Mapping[str, Any] = field(default_factory=dict, repr=False, hash=False)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -83,7 +83,7 @@ class CallToolResult:
     """
 
     content: tuple[ContentBlock, ...] = ()
-    structured_content: Any | None = None
+    structured_content: Any | None = field(default=None, hash=False)
     is_error: bool = False
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     tool: str = ""
