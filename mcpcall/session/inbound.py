@@ -94,10 +94,9 @@ class NoHandler(RPCError):
 
     def __init__(self, method: str, server: str) -> None:
         super().__init__(jsonrpc.METHOD_NOT_FOUND, f"the client has no handler for {method}", server=server, method=method)
-        self.args = (
-            f"server {server!r} asked the client for {method}, which this client has no handler for "
-            "(give connect() sampling=, elicitation=, roots= or handlers={method: fn})",
-        )
+        text = (f"server {server!r} asked the client for {method}, which this client has no handler for "
+                "(give connect() sampling=, elicitation=, roots= or handlers={method: fn})")
+        self.args = (text,)
 
 
 def _check_root(uri: str) -> None:
