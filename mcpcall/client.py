@@ -134,6 +134,7 @@ class Client:
         self._connection = connection = Connection(transport, dispatcher, callbacks, self.name)
         self._inbound = inbound = Inbound(name=self.name, dispatcher=dispatcher, callbacks=callbacks, handlers=handlers,
                                           sampling=sampling, elicitation=elicitation, roots=roots, on_log=on_log)
+        inbound.log_level = log_level  # below it, messages are dropped here too
         dispatcher.on_request = inbound.on_request
         dispatcher.on_notification = inbound.on_notification
         self._negotiator = Negotiator(
@@ -318,7 +319,16 @@ class Client:
                 f"(a dict such as {{'message': ...}}), not {type(arguments).__name__}"
             )
         args = dict(arguments) if arguments else {}
-        self._tools.check_arguments(name, args, validate_arguments, timeout)
+        if validate_arguments or (validate_arguments is None and self._tools.validate_arguments):
+            # Checking may list the tools first: that comes out of the call's own timeout.
+            total = self.timeout if timeout is None else timeout
+            started = monotonic()
+            self._tools.check_arguments(name, args, True, total)
+            left = total - (monotonic() - started)
+            if left <= 0:
+                raise RequestTimeout(f"server {self.name!r}: no time left for tools/call of {name!r} after checking "
+                                     f"its arguments (timeout {total:g} s)", method="tools/call", timeout=total)
+            timeout = left
         params: dict[str, Any] = {"name": name, "arguments": args}
         if meta:
             params["_meta"] = dict(meta)

@@ -11,6 +11,7 @@ are both safe to keep here. ``cache=False`` on connect or per call opts out.
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from time import monotonic
@@ -44,8 +45,14 @@ class ResultCache:
         self.enabled = enabled
         self._entries: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
         self._lock = threading.Lock()
+        self._generations: dict[str, int] = {}  # per method: bumped by every invalidation
         self.hits = 0
         self.misses = 0
+
+    def generation(self, method: str) -> int:
+        """Taken before sending: a ``put`` made under an older generation is refused (the result may predate a change)."""
+        with self._lock:
+            return self._generations.get(method, 0)
 
     def get(self, method: str, params: dict[str, Any] | None) -> dict[str, Any] | None:
         """The cached result while fresh, else None."""
@@ -56,14 +63,18 @@ class ResultCache:
             entry = self._entries.get(key)
             if entry is not None and monotonic() < entry[0]:
                 self.hits += 1
-                return entry[1]
+                return copy.deepcopy(entry[1])  # the caller's to change: the cached one stays as the server sent it
             if entry is not None:
                 del self._entries[key]
             self.misses += 1
         return None
 
-    def put(self, method: str, params: dict[str, Any] | None, result: dict[str, Any]) -> None:
-        """Keep ``result`` for its ``ttlMs`` (nothing for 0, absent, negative or an interim result)."""
+    def put(self, method: str, params: dict[str, Any] | None, result: dict[str, Any], generation: int | None = None) -> None:
+        """Keep ``result`` for its ``ttlMs`` (nothing for 0, absent, negative or an interim result).
+
+        With ``generation`` (from :meth:`generation` before the request went out), nothing is kept
+        when the method was invalidated meanwhile: the result may be from before the change.
+        """
         if not self.enabled or method not in CACHEABLE or result.get("resultType", "complete") != "complete":
             return
         ttl = result.get("ttlMs")
@@ -71,15 +82,19 @@ class ResultCache:
             return
         expires = monotonic() + min(ttl / 1000.0, _MAX_TTL_SECONDS)
         key = _key(method, params)
+        kept = copy.deepcopy(result)
         with self._lock:
+            if generation is not None and generation != self._generations.get(method, 0):
+                return
             self._entries.pop(key, None)
             while len(self._entries) >= _MAX_ENTRIES:
                 self._entries.pop(next(iter(self._entries)))  # the oldest
-            self._entries[key] = (expires, result)
+            self._entries[key] = (expires, kept)
 
     def invalidate(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Drop what ``method`` (with ``params``; None: every page and URI of it) has cached."""
         with self._lock:
+            self._generations[method] = self._generations.get(method, 0) + 1
             if params is None:
                 for key in [k for k in self._entries if k[0] == method]:
                     del self._entries[key]

@@ -76,6 +76,7 @@ class Call:
     __slots__ = (
         "deadline",
         "max_timeout",
+        "cached",
         "meta",
         "method",
         "on_progress",
@@ -112,6 +113,8 @@ class Call:
         self.rounds = 0
         self.retried = False
         self.deadline = math.inf  # monotonic time by which every round must be done
+        #: Set by :meth:`Caller.result`: the answer came from the cache.
+        self.cached = False
 
     def with_params(self, params: dict[str, Any]) -> Call:
         """The same call with other params (the original stays as it was)."""
@@ -364,7 +367,9 @@ class Caller:
         if use_cache:
             hit = self.cache.get(call.method, call.params)
             if hit is not None:
+                call.cached = True
                 return call.transform(hit, _DONE) if call.transform is not None else hit
+            generation = self.cache.generation(call.method)
             raw: list[dict[str, Any]] = []
             inner = call.transform
 
@@ -377,7 +382,7 @@ class Caller:
             call.transform = keep
             value = self.wait(self.send(call))
             if raw:
-                self.cache.put(call.method, call.params, raw[0])
+                self.cache.put(call.method, call.params, raw[0], generation)
             return value
         return self.wait(self.send(call))
 
@@ -404,10 +409,30 @@ class Caller:
     # -- listings ----------------------------------------------------------------------------
 
     def paginate(self, method: str, key: str, timeout: float | None, *, cache: bool = True,
-                 params: dict[str, Any] | None = None, on_page: Callable[[dict[str, Any]], None] | None = None) -> Iterator[Any]:
-        """Every item of every page, all pages within one ``timeout``; ``on_page(page)`` sees each page."""
+                 params: dict[str, Any] | None = None,
+                 on_page: Callable[[dict[str, Any], bool], None] | None = None) -> Iterator[Any]:
+        """Every item of every page, all pages within one ``timeout``; ``on_page(page, cached)`` sees each page.
+
+        Pages are cached one by one; when a later page fails after cached ones, the
+        cached pages may point at a cursor the server no longer knows: the listing
+        starts over without the cache, once.
+        """
         total = self.timeout if timeout is None else timeout
         deadline = monotonic() + total if total != math.inf else math.inf
+        try:
+            pages = self._pages(method, key, total, deadline, cache, params)
+        except _StaleCursor:
+            self.cache.invalidate(method)
+            pages = self._pages(method, key, total, deadline, False, params)
+        for page, cached in pages:
+            if on_page is not None:
+                on_page(page, cached)
+            yield from page[key]
+
+    def _pages(self, method: str, key: str, total: float, deadline: float, cache: bool,
+               params: dict[str, Any] | None) -> list[tuple[dict[str, Any], bool]]:
+        found: list[tuple[dict[str, Any], bool]] = []
+        any_cached = False
         cursor: str | None = None
         seen = set()
         pages = 0
@@ -419,10 +444,11 @@ class Caller:
             page_params = dict(params or {})
             if cursor is not None:
                 page_params["cursor"] = cursor
+            call = Call(method, page_params or None, left)
             try:
                 if left <= 0:
                     raise RequestTimeout("no time left", method=method, timeout=total)
-                page = self.result(Call(method, page_params or None, left), cache=cache)
+                page = self.result(call, cache=cache)
             except RequestTimeout as exc:
                 if pages == 1:
                     raise
@@ -430,18 +456,25 @@ class Caller:
                     f"server {self.name!r} did not finish {method} within {total:g} s ({pages - 1} pages so far)",
                     method=method, timeout=total,
                 ) from exc
-            if on_page is not None:
-                on_page(page)
+            except RPCError as exc:
+                if any_cached:
+                    raise _StaleCursor() from exc  # paginate() starts over without the cache
+                raise
+            any_cached = any_cached or call.cached
             items = page.get(key)
             if not isinstance(items, list):
                 raise ProtocolError(f"server {self.name!r} answered {method} without a list {key!r}")
-            yield from items
+            found.append((page, call.cached))
             cursor = page.get("nextCursor")
             if cursor is None or cursor == "":
-                return
+                return found
             if not isinstance(cursor, str) or cursor in seen:
                 raise ProtocolError(f"server {self.name!r} repeated or sent a bad nextCursor {cursor!r} for {method}")
             seen.add(cursor)
+
+
+class _StaleCursor(Exception):
+    """A page after cached ones failed: their cursor may be stale."""
 
 
 class _Done:

@@ -226,8 +226,10 @@ class Inbound:
         except RPCError as exc:
             reply = jsonrpc.error_response(message["id"], exc.code, exc.message, exc.data)
         except BaseException as exc:  # user code may raise anything; the server still gets an answer
+            # The details stay here (they may hold a secret): the server learns only that it failed.
             log.exception("handler for %s failed", message["method"])
-            reply = jsonrpc.error_response(message["id"], jsonrpc.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+            reply = jsonrpc.error_response(message["id"], jsonrpc.INTERNAL_ERROR,
+                                           f"the client's handler for {message['method']} failed ({type(exc).__name__})")
         self.dispatcher.reply(reply)
 
     # -- notifications (reader thread: hand over, run nothing of the user's here) -------------

@@ -22,6 +22,7 @@ import logging
 import math
 import threading
 from collections.abc import Mapping, Sequence
+from time import monotonic
 from concurrent.futures import Future
 from dataclasses import field
 from typing import Any, Callable
@@ -46,6 +47,7 @@ _KIND_OF = {
 }
 _RELISTEN_FIRST = 0.5
 _RELISTEN_MAX = 30.0
+_STABLE_SECONDS = 30.0  # a stream that lasted this long resets the re-listen backoff
 
 
 @record
@@ -80,6 +82,8 @@ class Subscription:
         self._future: RequestFuture | None = None
         self._acked = threading.Event()
         self._delay = _RELISTEN_FIRST
+        self._listened_at = 0.0
+        self._counted: list[str] = []  # legacy: the URIs this subscription counts in the refcounts
 
     def __repr__(self) -> str:
         wants = [k for k, on in (("tools", self.tools), ("prompts", self.prompts), ("resources", self.resources_list)) if on]
@@ -124,6 +128,9 @@ class Subscriptions:
         self._lock = threading.Lock()
         self._open: list[Subscription] = []
         self._by_id: dict[Any, Subscription] = {}
+        # Legacy: how many open subscriptions want each URI, and which URIs the server has agreed to.
+        self._uri_refs: dict[str, int] = {}
+        self._subscribed: set[str] = set()
 
     @property
     def callbacks(self) -> CallbackRunner:
@@ -145,10 +152,7 @@ class Subscriptions:
             else:
                 self._legacy_open(sub, timeout)
         except BaseException:
-            sub.closed = True
-            with self._lock:
-                if sub in self._open:
-                    self._open.remove(sub)
+            self.close(sub, timeout)  # what it subscribed, it unsubscribes; its listen request ends
             raise
         return sub
 
@@ -160,17 +164,24 @@ class Subscriptions:
             if sub in self._open:
                 self._open.remove(sub)
             self._by_id.pop(sub.subscription_id, None)
-            still_wanted = {uri for other in self._open for uri in other.uris}
+            drop = []
+            for uri in sub._counted:
+                self._uri_refs[uri] -= 1
+                if self._uri_refs[uri] == 0:
+                    del self._uri_refs[uri]
+                    if uri in self._subscribed:  # only what the server agreed to
+                        self._subscribed.discard(uri)
+                        drop.append(uri)
+            sub._counted = []
         future = sub._future
         if future is not None:
             future.cancel()  # stdio: notifications/cancelled; HTTP: the stream is closed
-        if self.caller.state.era != "modern" and not self.caller.connection.closed:
-            for uri in sub.uris:
-                if uri not in still_wanted:
-                    try:
-                        self.caller.result(Call("resources/unsubscribe", {"uri": uri}, timeout))
-                    except MCPError as exc:
-                        log.debug("server %r: resources/unsubscribe %r failed: %s", self.name, uri, exc)
+        if not self.caller.connection.closed:
+            for uri in drop:
+                try:
+                    self.caller.result(Call("resources/unsubscribe", {"uri": uri}, timeout), cache=False)
+                except MCPError as exc:
+                    log.debug("server %r: resources/unsubscribe %r failed: %s", self.name, uri, exc)
 
     def _legacy_open(self, sub: Subscription, timeout: float | None) -> None:
         caps = self.caller.state.capabilities
@@ -185,11 +196,17 @@ class Subscriptions:
             if not (isinstance(resources, dict) and resources.get("subscribe")):
                 log.info("server %r does not offer resource subscriptions; %d URIs not subscribed", self.name, len(sub.uris))
             else:
-                with self._lock:
-                    already = {uri for other in self._open if other is not sub for uri in other.uris}
-                for uri in sub.uris:
-                    if uri not in already:
-                        self.caller.result(Call("resources/subscribe", {"uri": uri}, timeout))
+                with self._lock:  # decide who subscribes each URI in one step (two threads never both skip)
+                    first = []
+                    for uri in dict.fromkeys(sub.uris):
+                        self._uri_refs[uri] = self._uri_refs.get(uri, 0) + 1
+                        sub._counted.append(uri)
+                        if self._uri_refs[uri] == 1:
+                            first.append(uri)
+                for uri in first:
+                    self.caller.result(Call("resources/subscribe", {"uri": uri}, timeout), cache=False)
+                    with self._lock:
+                        self._subscribed.add(uri)
                 acked["resourceSubscriptions"] = list(sub.uris)
         sub.acknowledged = acked
         sub.ever_acknowledged = True
@@ -200,6 +217,7 @@ class Subscriptions:
         params = {"notifications": sub.filter()}
         call = Call("subscriptions/listen", params, math.inf)
         sub._acked.clear()
+        sub._listened_at = monotonic()
         future = self.caller.send(call)
         with self._lock:
             if sub.closed:
@@ -236,6 +254,8 @@ class Subscriptions:
             return
         if not sub.ever_acknowledged:
             return  # refused when opened: subscribe() raises it
+        if monotonic() - sub._listened_at > _STABLE_SECONDS:
+            sub._delay = _RELISTEN_FIRST  # it had been fine for a while: start the backoff afresh
         delay = sub._delay
         sub._delay = min(delay * 2, _RELISTEN_MAX)
         log.info("server %r: subscription stream broke (%s); listening again in %.1f s", self.name, error, delay)
@@ -268,7 +288,6 @@ class Subscriptions:
                 agreed = params.get("notifications")
                 sub.acknowledged = dict(agreed) if isinstance(agreed, dict) else {}
                 sub.ever_acknowledged = True
-                sub._delay = _RELISTEN_FIRST
                 sub._acked.set()
             return
         kind = _KIND_OF.get(method)
@@ -277,8 +296,8 @@ class Subscriptions:
         uri = params.get("uri") if isinstance(params.get("uri"), str) else None
         event = ChangeEvent(kind, uri, params)
         with self._lock:
-            if sid is not None and sid in self._by_id:
-                targets = [self._by_id[sid]]
+            if sid is not None:  # tagged: that subscription only (a closed or unknown one: nobody)
+                targets = [self._by_id[sid]] if sid in self._by_id else []
             else:  # legacy, or a server that does not tag: whoever asked for it
                 targets = list(self._open)
         for sub in targets:

@@ -307,9 +307,23 @@ class Tasks:
         get_scheduler().schedule(delay, lambda: self._poll(task))
 
     def _poll(self, task: Task) -> None:
-        """On the scheduler thread: queue a ``tasks/get`` (sending a request never waits)."""
+        """On the scheduler thread: queue a ``tasks/get``.
+
+        A modern request is only queued (it never waits). A legacy one may first
+        have to renew a lost HTTP session, which waits: that is sent from the
+        callbacks thread, never from the scheduler.
+        """
         with task._lock:
             task._polling = False
+        if task._future.done():
+            return
+        if task.legacy:
+            if not self.caller.callbacks.submit(self._send_poll, task):
+                _fail(task._future, ConnectionClosed(f"client for server {self.name!r} was closed"))
+            return
+        self._send_poll(task)
+
+    def _send_poll(self, task: Task) -> None:
         if task._future.done():
             return
         task_id = task.task_id
@@ -344,10 +358,11 @@ class Tasks:
         """On the callbacks thread: answer what has not been answered, then poll on."""
         requests = status.raw.get("inputRequests")
         try:
-            pending = {k: v for k, v in requests.items() if k not in task._answered} if isinstance(requests, dict) else {}
+            with task._lock:  # claimed before any handler runs: a repeated status never asks twice
+                pending = {k: v for k, v in requests.items() if k not in task._answered} if isinstance(requests, dict) else {}
+                task._answered.update(pending)
             if pending:
                 responses = self.caller.answer_inputs(pending, task._future)
-                task._answered.update(responses)
                 if responses and not task._future.done():
                     self.caller.result(Call("tasks/update", {"taskId": status.task_id, "inputResponses": responses}, None),
                                        cache=False)

@@ -39,18 +39,18 @@ class ToolCatalog:
         self._tools: dict[str, Tool] = {}
         self._output_checks: dict[str, Check] = {}
         self._input_checks: dict[str, Check | None] = {}
-        self._pages: tuple[dict[str, Any], ...] = ()  # the (cached) pages the last listing came from
+        self._listed_generation = -1
         self._listed: list[Tool] = []
         self.generation = 0  # bumped by every invalidation
 
     def list_tools(self, timeout: float | None = None, *, cache: bool = True) -> list[Tool]:
         """Every tool of the server (all pages); see ``Client.list_tools``."""
         generation = self.generation
-        pages: list[dict[str, Any]] = []
-        raw = list(self.caller.paginate("tools/list", "tools", timeout, cache=cache, on_page=pages.append))
+        cached: list[bool] = []
+        raw = list(self.caller.paginate("tools/list", "tools", timeout, cache=cache,
+                                        on_page=lambda page, hit: cached.append(hit)))
         with self._lock:
-            same = len(pages) == len(self._pages) and all(a is b for a, b in zip(pages, self._pages))
-            if same and generation == self.generation and self._listed:
+            if cached and all(cached) and self._listed and generation == self.generation == self._listed_generation:
                 return list(self._listed)  # every page came from the cache: nothing to parse or compile again
         tools = [parse_tool(item, self.name) for item in raw]
         checks: dict[str, Check] = {}
@@ -60,14 +60,18 @@ class ToolCatalog:
                     check = output_check(tool.output_schema, tool=tool.name, server=self.name)
                     if check is not None:
                         checks[tool.name] = check
+        with self._lock:
+            current = generation == self.generation
+        if not current:
+            return tools  # the tools changed while listing: the next listing refreshes what calls need
         kept = self._with_headers(tools)
         with self._lock:
-            self._tools = {tool.name: tool for tool in kept}
-            self._output_checks = checks
-            self._input_checks = {}
-            if generation == self.generation:
-                self._pages = tuple(pages)
+            if generation == self.generation:  # not changed meanwhile either
+                self._tools = {tool.name: tool for tool in kept}
+                self._output_checks = checks
+                self._input_checks = {}
                 self._listed = kept
+                self._listed_generation = generation
         return list(kept)
 
     def _with_headers(self, tools: list[Tool]) -> list[Tool]:
@@ -90,7 +94,6 @@ class ToolCatalog:
         """The server's tools changed: forget the listing, its checks and its headers."""
         with self._lock:
             self.generation += 1
-            self._pages = ()
             self._listed = []
             self._tools = {}
             self._output_checks = {}

@@ -111,6 +111,8 @@ class CallToolResult:
 
 def parse_call_result(data: dict[str, Any], tool: str = "", server: str = "") -> CallToolResult:
     """A :class:`CallToolResult` from a ``tools/call`` result dict."""
+    if not isinstance(data, dict):
+        require(data, "content", list, f"a result of tool {tool!r}", server)  # raises: not an object
     content = data.get("content")
     if content is not None and not isinstance(content, list):
         require(data, "content", list, f"a result of tool {tool!r}", server)
