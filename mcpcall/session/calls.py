@@ -74,9 +74,9 @@ class Call:
     """One request as the caller asked for it, and what sending it again needs."""
 
     __slots__ = (
+        "cached",
         "deadline",
         "max_timeout",
-        "cached",
         "meta",
         "method",
         "on_progress",

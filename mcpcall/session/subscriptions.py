@@ -22,9 +22,9 @@ import logging
 import math
 import threading
 from collections.abc import Mapping, Sequence
-from time import monotonic
 from concurrent.futures import Future
 from dataclasses import field
+from time import monotonic
 from typing import Any, Callable
 
 from ..callbacks import CallbackRunner
