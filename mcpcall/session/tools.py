@@ -10,6 +10,7 @@ invalidates all of it: the next listing starts afresh.
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 from collections.abc import Mapping
@@ -51,7 +52,10 @@ class ToolCatalog:
                                         on_page=lambda page, hit: cached.append(hit)))
         with self._lock:
             if cached and all(cached) and self._listed and generation == self.generation == self._listed_generation:
-                return list(self._listed)  # every page came from the cache: nothing to parse or compile again
+                # Every page came from the cache: nothing to compile again. The pages are the cache's
+                # copies, so Tools parsed from them share nothing with the catalog's own.
+                kept_names = {tool.name for tool in self._listed}
+                return [tool for tool in (parse_tool(item, self.name) for item in raw) if tool.name in kept_names]
         tools = [parse_tool(item, self.name) for item in raw]
         checks: dict[str, Check] = {}
         if self.validate_output:
@@ -72,7 +76,7 @@ class ToolCatalog:
                 self._input_checks = {}
                 self._listed = kept
                 self._listed_generation = generation
-        return list(kept)
+        return copy.deepcopy(kept)  # the caller's to change: the catalog keeps the schemas as the server sent them
 
     def _with_headers(self, tools: list[Tool]) -> list[Tool]:
         """Over modern Streamable HTTP, register each tool's ``x-mcp-header`` params; leave out broken ones."""
