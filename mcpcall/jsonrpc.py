@@ -13,6 +13,7 @@ from typing import Any, Callable, Union
 from .errors import ProtocolError
 
 __all__ = [
+    "copy_json",
     "HEADER_MISMATCH",
     "INTERNAL_ERROR",
     "INVALID",
@@ -82,6 +83,20 @@ def _fast_dumps() -> Callable[[Any], str] | None:
 
 _dumps: Callable[[Any], str] = _fast_dumps() or _portable_dumps
 _loads = json.loads
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of a decoded JSON value (dicts, lists and immutable leaves), several times faster than ``copy.deepcopy``."""
+    kind = type(value)
+    if kind is dict:
+        return {key: copy_json(item) for key, item in value.items()}
+    if kind is list:
+        return [copy_json(item) for item in value]
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    import copy
+
+    return copy.deepcopy(value)  # not from the wire (a subclass, a tuple): the slow but general way
 
 
 def is_valid_id(value: object) -> bool:

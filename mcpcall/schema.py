@@ -9,7 +9,10 @@ jsonschema is imported on first use, not with mcpcall. A mismatch raises
 
 from __future__ import annotations
 
+import json
 import logging
+import threading
+from collections import OrderedDict
 from typing import Any, Callable
 
 from .errors import ProtocolError, SchemaValidationError
@@ -17,6 +20,10 @@ from .errors import ProtocolError, SchemaValidationError
 __all__ = ["Check", "input_check", "output_check", "schema_check"]
 
 log = logging.getLogger("mcpcall.schema")
+
+_MAX_VALIDATORS = 512
+_validators: OrderedDict[str, Any] = OrderedDict()  # canonical schema JSON -> validator, or why it is invalid
+_lock = threading.Lock()
 
 #: ``check(instance)`` raises SchemaValidationError when the instance does not match.
 Check = Callable[[Any], None]
@@ -43,15 +50,12 @@ def schema_check(schema: Any, *, what: str, tool: str, server: str) -> Check | N
     if not isinstance(schema, dict):
         return None
     import jsonschema
-    from referencing import Registry
 
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        log.warning("server %r: tool %r has an invalid %s (%s); it is not checked", server, tool, what, exc.message)
+    compiled = _compiled(schema)
+    if isinstance(compiled, str):
+        log.warning("server %r: tool %r has an invalid %s (%s); it is not checked", server, tool, what, compiled)
         return None
-    validator = cls(schema, registry=Registry(retrieve=_refuse))  # type: ignore[call-arg]
+    validator = compiled
     subject = "returned structured content" if what == "outputSchema" else "was given arguments"
 
     def check(instance: Any) -> None:
@@ -72,6 +76,43 @@ def schema_check(schema: Any, *, what: str, tool: str, server: str) -> Check | N
             )
 
     return check
+
+
+def _compiled(schema: dict[str, Any]) -> Any:
+    """A validator of ``schema``, or why the schema is invalid; the same schema is compiled once.
+
+    Checking a schema against its meta-schema costs milliseconds, and every
+    listing of the tools brings the same schemas again. Validators are
+    immutable, so clients and threads share them; each holds its own copy of
+    the schema, keyed by its canonical JSON.
+    """
+    try:
+        key = json.dumps(schema, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        key = None  # not JSON (a client-side dict given by hand): compiled every time
+    if key is not None:
+        with _lock:
+            hit = _validators.get(key)
+            if hit is not None:
+                _validators.move_to_end(key)
+                return hit
+    import jsonschema
+    from referencing import Registry
+
+    own = json.loads(key) if key is not None else schema
+    cls = jsonschema.validators.validator_for(own, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(own)
+    except jsonschema.SchemaError as exc:
+        compiled: Any = exc.message
+    else:
+        compiled = cls(own, registry=Registry(retrieve=_refuse))  # type: ignore[call-arg]
+    if key is not None:
+        with _lock:
+            _validators[key] = compiled
+            while len(_validators) > _MAX_VALIDATORS:
+                _validators.popitem(last=False)
+    return compiled
 
 
 def output_check(schema: Any, *, tool: str, server: str) -> Check | None:

@@ -11,11 +11,12 @@ are both safe to keep here. ``cache=False`` on connect or per call opts out.
 
 from __future__ import annotations
 
-import copy
 import json
 import threading
 from time import monotonic
 from typing import Any
+
+from ..jsonrpc import copy_json
 
 __all__ = ["CACHEABLE", "ResultCache"]
 
@@ -63,7 +64,7 @@ class ResultCache:
             entry = self._entries.get(key)
             if entry is not None and monotonic() < entry[0]:
                 self.hits += 1
-                return copy.deepcopy(entry[1])  # the caller's to change: the cached one stays as the server sent it
+                return copy_json(entry[1])  # the caller's to change: the cached one stays as the server sent it
             if entry is not None:
                 del self._entries[key]
             self.misses += 1
@@ -82,7 +83,7 @@ class ResultCache:
             return
         expires = monotonic() + min(ttl / 1000.0, _MAX_TTL_SECONDS)
         key = _key(method, params)
-        kept = copy.deepcopy(result)
+        kept = copy_json(result)
         with self._lock:
             if generation is not None and generation != self._generations.get(method, 0):
                 return

@@ -10,7 +10,6 @@ invalidates all of it: the next listing starts afresh.
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 from collections.abc import Mapping
@@ -18,6 +17,7 @@ from typing import Any
 
 from ..dispatcher import RequestFuture
 from ..errors import InvalidRequest, ProtocolError
+from ..jsonrpc import copy_json
 from ..headers import InvalidHeaderAnnotation, header_params
 from ..schema import Check, input_check, output_check
 from ..types import CallToolResult, Tool, parse_call_result, parse_tool
@@ -76,7 +76,8 @@ class ToolCatalog:
                 self._input_checks = {}
                 self._listed = kept
                 self._listed_generation = generation
-        return copy.deepcopy(kept)  # the caller's to change: the catalog keeps the schemas as the server sent them
+        # The caller's to change: the catalog keeps the schemas as the server sent them.
+        return [parse_tool(copy_json(tool.raw), self.name) for tool in kept]
 
     def _with_headers(self, tools: list[Tool]) -> list[Tool]:
         """Over modern Streamable HTTP, register each tool's ``x-mcp-header`` params; leave out broken ones."""
