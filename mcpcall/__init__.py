@@ -53,7 +53,7 @@ from .client import (
     Handler,
     close_all,
 )
-from .config import ServerSpec, make_transport
+from .config import ServerConfig, ServerSpec, find_config, load_config, make_transport
 from .dispatcher import RequestFuture
 from .errors import (
     ConfigError,
@@ -71,6 +71,7 @@ from .errors import (
     ToolError,
     UnsupportedVersion,
 )
+from .registry import RegisteredTool, ToolRegistry, ToolStats
 from .session.inbound import LogCallback, RootsOption
 from .session.subscriptions import ChangeEvent, Subscription
 from .session.tasks import Task, TaskStatus
@@ -129,6 +130,7 @@ __all__ = [
     "ProtocolError",
     "RPCError",
     "ReadResourceResult",
+    "RegisteredTool",
     "RequestFuture",
     "RequestTimeout",
     "Resource",
@@ -138,6 +140,7 @@ __all__ = [
     "ResourceTemplate",
     "RootsOption",
     "SchemaValidationError",
+    "ServerConfig",
     "SessionExpired",
     "Subscription",
     "Task",
@@ -145,18 +148,22 @@ __all__ = [
     "TextContent",
     "Tool",
     "ToolError",
+    "ToolRegistry",
+    "ToolStats",
     "UnknownContent",
     "UnsupportedVersion",
     "__version__",
     "close_all",
     "connect",
+    "find_config",
+    "load_config",
 ]
 
 
 def connect(
     server: ServerSpec,
     *,
-    timeout: float = 60.0,
+    timeout: float | None = None,
     protocol: str = "auto",
     client_info: Implementation | Mapping[str, Any] | None = None,
     stderr: Any = None,
@@ -225,6 +232,21 @@ def connect(
     refused), ``connect_timeout``, ``read_timeout`` (between bytes; default
     none: request timeouts govern) and ``max_workers`` (concurrent requests).
     """
+    if isinstance(server, Mapping) and ("mcpServers" in server or "servers" in server):
+        configs = load_config(server)
+        if len(configs) != 1:
+            names = ", ".join(map(repr, configs))
+            raise ConfigError(
+                f"connect() takes one server, and this config has {len(configs)} enabled"
+                + (f" ({names}): connect to one with mcpcall.load_config(config)[name].connect(), "
+                   "or to all of them with mcpcall.ToolRegistry" if configs else " (disabled servers do not count)")
+            )
+        (only,) = configs.values()
+        server = only.spec
+        name = name if name is not None else only.name
+        timeout = timeout if timeout is not None else only.timeout
+    if timeout is None:
+        timeout = 60.0
     http: dict[str, Any] = {
         "connect_timeout": connect_timeout,
         "read_timeout": read_timeout,

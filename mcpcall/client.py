@@ -237,6 +237,12 @@ class Client:
         """True once :meth:`close` was called."""
         return self._connection.closed
 
+    @property
+    def alive(self) -> bool:
+        """True while requests can be sent: not closed, and the server not gone (its process exited,
+        its stream closed). A dead client stays dead: connect a new one."""
+        return not self._connection.closed and self.dispatcher.closed_error is None
+
     # -- any request ---------------------------------------------------------------------------
 
     def request(

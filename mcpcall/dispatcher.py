@@ -73,6 +73,18 @@ class RequestFuture(Future):  # type: ignore[type-arg]
         self.progress_drained: threading.Event | None = None
         self._dispatcher: Dispatcher | None = None
         self._runner = runner
+        #: When the Future was completed (``time.monotonic()``), whoever waits for it and whenever.
+        self.done_at: float | None = None
+
+    def set_result(self, result: Any) -> None:
+        if self.done_at is None:
+            self.done_at = monotonic()  # before waking anyone who may read it
+        super().set_result(result)
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        if self.done_at is None:
+            self.done_at = monotonic()
+        super().set_exception(exception)
 
     def add_done_callback(self, fn: Callable[[Future[Any]], object]) -> None:
         """Call ``fn(future)`` when done: on the client's callbacks thread, or now if already done."""
@@ -122,6 +134,8 @@ class RequestFuture(Future):  # type: ignore[type-arg]
         if self.done():
             cancelled = self.cancelled()
         else:
+            if self.done_at is None:
+                self.done_at = monotonic()
             cancelled = super().cancel()
             if cancelled:
                 with contextlib.suppress(RuntimeError):  # another thread cancelled it at the same moment
@@ -383,6 +397,11 @@ class Dispatcher:
     def defer(self, fn: Callable[..., Any], *args: Any) -> bool:
         """Run ``fn(*args)`` on the callbacks thread (for transports with user code to run)."""
         return self.callbacks.submit(fn, *args)
+
+    @property
+    def closed_error(self) -> BaseException | None:
+        """Why the dispatcher takes no more requests (the transport closed, or the client did), else None."""
+        return self._closed
 
     def in_flight(self) -> int:
         """How many requests await an answer."""

@@ -13,7 +13,6 @@ from typing import Any, Callable, Union
 from .errors import ProtocolError
 
 __all__ = [
-    "copy_json",
     "HEADER_MISMATCH",
     "INTERNAL_ERROR",
     "INVALID",
@@ -28,6 +27,7 @@ __all__ = [
     "UNSUPPORTED_PROTOCOL_VERSION",
     "RequestId",
     "classify",
+    "copy_json",
     "decode",
     "encode",
     "encode_line",

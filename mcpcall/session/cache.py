@@ -64,7 +64,8 @@ class ResultCache:
             entry = self._entries.get(key)
             if entry is not None and monotonic() < entry[0]:
                 self.hits += 1
-                return copy_json(entry[1])  # the caller's to change: the cached one stays as the server sent it
+                copied: dict[str, Any] = copy_json(entry[1])
+                return copied  # the caller's to change: the cached one stays as the server sent it
             if entry is not None:
                 del self._entries[key]
             self.misses += 1

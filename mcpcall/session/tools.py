@@ -17,8 +17,8 @@ from typing import Any
 
 from ..dispatcher import RequestFuture
 from ..errors import InvalidRequest, ProtocolError
-from ..jsonrpc import copy_json
 from ..headers import InvalidHeaderAnnotation, header_params
+from ..jsonrpc import copy_json
 from ..schema import Check, input_check, output_check
 from ..types import CallToolResult, Tool, parse_call_result, parse_tool
 from .calls import Caller

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Union
 from urllib.parse import unquote_plus
 
-from .errors import ConfigError
-from .transports.base import Transport
+from ..errors import ConfigError
+from ..transports.base import Transport
 
 __all__ = ["ServerSpec", "is_url", "make_transport", "redact_url"]
 
@@ -182,8 +182,8 @@ def make_transport(
     (``inherit_env``, a boolean ``verify``) are bools or the words
     true/false, yes/no, on/off, 1/0; anything else is a ConfigError.
     """
-    from .transports.base import DEFAULT_MAX_MESSAGE_BYTES
-    from .transports.stdio import StdioTransport
+    from ..transports.base import DEFAULT_MAX_MESSAGE_BYTES
+    from ..transports.stdio import StdioTransport
 
     argv: list[str]
     entry_env: dict[str, str] = {}
@@ -324,7 +324,7 @@ def _name_of_target(target: str) -> str:
 def _http_transport(url: str, name: str | None, options: Mapping[str, Any] | None, max_message_bytes: int | None) -> Transport:
     from urllib.parse import urlsplit
 
-    from .transports.http import HTTPTransport, SSETransport
+    from ..transports.http import HTTPTransport, SSETransport
 
     shown = redact_url(url)
     try:

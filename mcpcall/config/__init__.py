@@ -1,0 +1,26 @@
+"""Configuration: from what a user names to a transport, and the config files people already have.
+
+- :mod:`mcpcall.config.transports`: one server spec (argv list, command string,
+  URL, ``mcpServers``-style entry) to a transport (:func:`make_transport`), and
+  :func:`redact_url` for every message that shows a URL;
+- :mod:`mcpcall.config.files`: ``mcpServers`` / VS Code ``servers`` files to
+  :class:`ServerConfig` objects (:func:`load_config`, :func:`find_config`).
+
+Nothing here starts a process or opens a connection.
+"""
+
+from __future__ import annotations
+
+from .files import ServerConfig, find_config, load_config
+from .transports import ServerSpec, is_url, make_transport, redact_url
+
+# Private helpers of the former single module, still importable from here.
+from .transports import _check_headers as _check_headers
+from .transports import _default_name as _default_name
+from .transports import _http_transport as _http_transport
+from .transports import _name_of_target as _name_of_target
+from .transports import _parse_bool as _parse_bool
+from .transports import _parse_verify as _parse_verify
+from .transports import _shown as _shown
+
+__all__ = ["ServerConfig", "ServerSpec", "find_config", "is_url", "load_config", "make_transport", "redact_url"]

@@ -1,0 +1,581 @@
+"""The config files people already have, as :class:`ServerConfig` objects.
+
+Two shapes are read, from a path or from a mapping:
+
+- ``{"mcpServers": {name: entry, ...}}``: Claude Desktop, Claude Code's ``.mcp.json``, Cursor, Cline;
+- ``{"servers": {name: entry, ...}, "inputs": [...]}``: VS Code's ``.vscode/mcp.json``.
+
+JSON with comments and trailing commas (VS Code's JSONC) is accepted. An entry
+has a ``command`` (stdio: ``args``, ``env``, ``envFile``, ``cwd``) or a ``url``
+(HTTP: ``headers``), and may have ``type``/``transport``, ``timeout`` (seconds)
+and ``disabled``. Keys other tools write (``autoApprove``, ``alwaysAllow``,
+``description``, …) are ignored and logged at DEBUG.
+
+String values may hold ``${VAR}``, ``${VAR:-default}`` (the default also when
+VAR is empty, as in a shell), ``${env:VAR}`` (same rules), ``${workspaceFolder}``,
+``${workspaceFolderBasename}``, ``${userHome}``, ``${pathSeparator}`` (or ``${/}``)
+and ``${input:ID}`` (from the ``inputs=`` argument). Nested references are not
+supported. Values read from an ``envFile`` are taken literally.
+
+Loading reads files and nothing else: no process is started, no connection is
+opened. Errors are :class:`~mcpcall.errors.ConfigError` naming the file, the
+server and the field, never a value (env values and headers hold secrets).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn
+from urllib.parse import urlsplit
+
+from ..errors import ConfigError
+from .transports import _BAD_HEADER_VALUE, _FALSE_WORDS, _HEADER_NAME, _TRUE_WORDS, redact_url
+
+if TYPE_CHECKING:
+    from ..client import Client
+
+__all__ = ["ServerConfig", "find_config", "load_config"]
+
+_log = logging.getLogger("mcpcall.config")
+
+_KNOWN_KEYS = frozenset({"command", "args", "env", "envFile", "cwd", "url", "type", "transport", "headers", "timeout",
+                         "disabled"})
+_STDIO_ONLY = ("args", "env", "envFile", "cwd")
+# "http" is VS Code's word for "Streamable HTTP, else the legacy SSE transport": mcpcall's "auto".
+_KINDS = {"stdio": "stdio", "http": "auto", "streamable-http": "streamable-http", "streamablehttp": "streamable-http",
+          "sse": "sse"}
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LONG_TIMEOUT = 3600.0  # seconds; a larger "timeout" was probably written in milliseconds
+
+
+@dataclass(frozen=True, repr=False)
+class ServerConfig:
+    """One server of a config file, checked and expanded, not started.
+
+    ``spec`` is what :func:`mcpcall.connect` takes: ``{"name", "command",
+    "args", "env"[, "cwd"]}`` or ``{"name", "url", "headers", "transport"}``.
+    The repr shows no env or header value.
+    """
+
+    name: str
+    spec: dict[str, Any]
+    timeout: float | None = None
+    disabled: bool = False
+    source: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """``"http"`` for a server with a URL, else ``"stdio"``."""
+        return "http" if "url" in self.spec else "stdio"
+
+    def __repr__(self) -> str:
+        target = f"url={redact_url(self.spec['url'])!r}" if self.kind == "http" else \
+            f"command={redact_url(str(self.spec.get('command', '')))!r}"
+        return f"ServerConfig(name={self.name!r}, kind={self.kind!r}, {target}, disabled={self.disabled!r})"
+
+    def connect(self, **options: Any) -> Client:
+        """Start or reach this server: :func:`mcpcall.connect` with its spec, name and timeout.
+
+        ``options`` are those of :func:`mcpcall.connect`; a ``name`` or
+        ``timeout`` given here wins over the config's.
+        """
+        from .. import connect
+
+        options.setdefault("name", self.name)
+        if self.timeout is not None:
+            options.setdefault("timeout", self.timeout)
+        return connect(self.spec, **options)
+
+
+# -- where a value came from, for messages -------------------------------------------------------
+
+
+class _Context:
+    """What expansion needs, and the place (file, server) every message names."""
+
+    def __init__(self, label: str, folder: str | None, workspace: str, inputs: Mapping[str, str],
+                 environ: Mapping[str, str], prompts: Mapping[str, str]) -> None:
+        self.label = label
+        self.folder = folder
+        self.workspace = workspace
+        self.inputs = inputs
+        self.environ = environ
+        self.prompts = prompts
+        self.server = ""
+
+    def fail(self, field: str | None, text: str) -> NoReturn:
+        where = f"config {self.label}"
+        if self.server:
+            where += f": server {self.server!r}"
+        if not field:
+            raise ConfigError(f"{where}: {text}")
+        where += f": field {field!r}"
+        raise ConfigError(f"{where}{text}" if text.startswith(":") else f"{where} {text}")
+
+    def resolve(self, path: str) -> str:
+        """A path from the file: ``~`` expanded, relative to the config file's folder."""
+        path = os.path.expanduser(path)
+        if self.folder is not None and not os.path.isabs(path):
+            path = os.path.join(self.folder, path)
+        return path
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _scalar(value: Any, ctx: _Context, field: str, *, bools: bool) -> str:
+    """A string; a number (and, with ``bools``, a bool as true/false) becomes one."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        if bools:
+            return "true" if value else "false"
+    elif isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
+        return str(value)
+    ctx.fail(field, f"must be a string, not {_type_name(value)}")
+
+
+# -- ${...} expansion ----------------------------------------------------------------------------
+
+
+def _expand(text: str, ctx: _Context, field: str) -> str:
+    """``text`` with every ``${...}`` replaced; a message names the variable, never a value."""
+    out: list[str] = []
+    pos = 0
+    while True:
+        start = text.find("${", pos)
+        if start < 0:
+            out.append(text[pos:])
+            return "".join(out)
+        end = text.find("}", start + 2)
+        body = text[start + 2 : end] if end >= 0 else ""
+        if end < 0 or "${" in body:
+            ctx.fail(field, "has a '${' without its '}' (nested references are not supported)")
+        out.append(text[pos:start])
+        out.append(_variable(body, ctx, field))
+        pos = end + 1
+
+
+def _variable(body: str, ctx: _Context, field: str) -> str:
+    if body == "workspaceFolder":
+        return ctx.workspace
+    if body == "workspaceFolderBasename":
+        return os.path.basename(ctx.workspace.rstrip(os.sep)) or ctx.workspace
+    if body == "userHome":
+        return os.path.expanduser("~")
+    if body in ("pathSeparator", "/"):
+        return os.sep
+    if body.startswith("input:"):
+        key = body[len("input:"):]
+        if key in ctx.inputs:
+            value = ctx.inputs[key]
+            if not isinstance(value, str):
+                ctx.fail(field, f"uses input {key!r}, and inputs[{key!r}] is a {_type_name(value)}, not a string")
+            return value
+        prompt = f" ({ctx.prompts[key]})" if key in ctx.prompts else ""
+        ctx.fail(field, f"uses input {key!r}{prompt}: pass it with load_config(..., inputs={{{key!r}: ...}})")
+    name, sep, default = body.removeprefix("env:").partition(":-")
+    if not _VAR_NAME.fullmatch(name):
+        if re.match(r"^\w+:", body) and not body.startswith("env:"):
+            ctx.fail(field, f"uses ${{{body.split(':', 1)[0]}:...}}, which mcpcall does not support")
+        ctx.fail(field, "has ${...} that is not a variable reference (${NAME}, ${NAME:-default}, ${env:NAME})")
+    found = ctx.environ.get(name)
+    if found:
+        return found
+    if sep:
+        return default
+    if found is not None:
+        return found
+    ctx.fail(field, f"uses variable {name!r}, which is not set (set it, or write ${{{name}:-default}})")
+
+
+# -- envFile -------------------------------------------------------------------------------------
+
+_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "$": "$"}
+
+
+def _closing_quote(text: str, quote: str) -> int:
+    i = 0
+    while i < len(text):
+        if text[i] == "\\" and quote == '"':
+            i += 2
+            continue
+        if text[i] == quote:
+            return i
+        i += 1
+    return -1
+
+
+def _read_env_file(path: str, ctx: _Context) -> dict[str, str]:
+    """A dotenv file: ``KEY=VALUE`` lines, ``export`` prefixes, quotes (multi-line too), ``#`` comments."""
+    problem = ""
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            text = f.read()
+    except FileNotFoundError:
+        problem = f": the file {path} does not exist"
+    except (OSError, UnicodeDecodeError) as exc:  # the ConfigError below is raised outside: no chained excerpt
+        problem = f": cannot read {path}: {exc.strerror if isinstance(exc, OSError) else 'it is not UTF-8'}"
+    if problem:
+        ctx.fail("envFile", problem)
+    values: dict[str, str] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        i += 1
+        lineno = i
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith(("export ", "export\t")):
+            line = line[len("export"):].lstrip()
+        key, eq, value = line.partition("=")
+        key = key.strip()
+        if not eq or not _ENV_NAME.fullmatch(key):  # the line itself is never shown
+            ctx.fail("envFile", f": {path} line {lineno}: expected KEY=VALUE")
+        value = value.strip()
+        if value[:1] in ("'", '"'):
+            quote, body = value[0], value[1:]
+            end = _closing_quote(body, quote)
+            while end < 0:
+                if i >= len(lines):
+                    ctx.fail("envFile", f": {path} line {lineno}: the quote opened for {key} is never closed")
+                body += "\n" + lines[i]
+                i += 1
+                end = _closing_quote(body, quote)
+            rest = body[end + 1 :].strip()
+            if rest and not rest.startswith("#"):
+                ctx.fail("envFile", f": {path} line {lineno}: text after the closing quote of {key}")
+            value = body[:end]
+            if quote == '"':
+                value = re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(0)), value)
+        else:
+            value = re.split(r"\s#", value, maxsplit=1)[0].rstrip()
+        values[key] = value
+    return values
+
+
+# -- entries -------------------------------------------------------------------------------------
+
+
+def _flag(value: Any, ctx: _Context, field: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE_WORDS | _FALSE_WORDS:
+        return value.strip().lower() in _TRUE_WORDS
+    ctx.fail(field, f"must be true or false, not {_type_name(value)}")
+
+
+def _timeout(value: Any, ctx: _Context) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        ctx.fail("timeout", f"must be a number of seconds, not {_type_name(value)}")
+    if math.isnan(value) or value <= 0:
+        ctx.fail("timeout", "must be a positive number of seconds")
+    if value > _LONG_TIMEOUT and math.isfinite(value):
+        _log.warning("config %s: server %r: timeout %s is read as seconds (over an hour); was it milliseconds?",
+                     ctx.label, ctx.server, value)
+    return float(value)
+
+
+def _kind(entry: Mapping[str, Any], ctx: _Context) -> str | None:
+    found: dict[str, str] = {}
+    for field in ("type", "transport"):
+        value = entry.get(field)
+        if value is None:
+            continue
+        word = value.strip().lower().replace("_", "-") if isinstance(value, str) else ""
+        if word not in _KINDS:
+            shown = repr(value[:20]) if isinstance(value, str) else _type_name(value)
+            ctx.fail(field, f"must be one of stdio, http, streamable-http, sse; not {shown}")
+        found[field] = _KINDS[word]
+    kinds = set(found.values())
+    if len(kinds) > 1:
+        kinds.discard("auto")  # "http" agrees with either HTTP transport, and the other field says which
+    if len(kinds) > 1:
+        ctx.fail(None, "'type' and 'transport' disagree")
+    return next(iter(kinds), None)
+
+
+def _stdio_spec(entry: Mapping[str, Any], ctx: _Context) -> dict[str, Any]:
+    command = entry["command"]
+    if not isinstance(command, str):
+        ctx.fail("command", f"must be a string, not {_type_name(command)}")
+    command = _expand(command, ctx, "command")
+    if not command.strip():
+        ctx.fail("command", "is empty")
+    args = entry.get("args")
+    if args is None:
+        args = []
+    if not isinstance(args, list):
+        ctx.fail("args", f"must be a list of strings, not {_type_name(args)}")
+    argv = [_expand(_scalar(arg, ctx, f"args[{i}]", bools=False), ctx, f"args[{i}]") for i, arg in enumerate(args)]
+    env: dict[str, str] = {}
+    env_file = entry.get("envFile")
+    if env_file is not None:
+        if not isinstance(env_file, str) or not env_file:
+            ctx.fail("envFile", f"must be the path of a file, not {_type_name(env_file)}")
+        env.update(_read_env_file(ctx.resolve(_expand(env_file, ctx, "envFile")), ctx))
+    raw_env = entry.get("env")
+    if raw_env is not None and not isinstance(raw_env, Mapping):
+        ctx.fail("env", f"must be a mapping of names to strings, not {_type_name(raw_env)}")
+    for key, value in (raw_env or {}).items():
+        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
+            ctx.fail("env", f"has a name that cannot be an environment variable: {key!r}"[:200])
+        env[key] = _expand(_scalar(value, ctx, f"env.{key}", bools=True), ctx, f"env.{key}")
+    for field, text in [("command", command)] + [(f"args[{i}]", a) for i, a in enumerate(argv)] + \
+            [(f"env.{k}", v) for k, v in env.items()]:
+        if "\0" in text:
+            ctx.fail(field, "holds a NUL character")
+    spec: dict[str, Any] = {"name": ctx.server, "command": command, "args": argv, "env": env}
+    cwd = entry.get("cwd")
+    if cwd is not None:
+        if not isinstance(cwd, str) or not cwd:
+            ctx.fail("cwd", f"must be the path of a folder, not {_type_name(cwd)}")
+        spec["cwd"] = ctx.resolve(_expand(cwd, ctx, "cwd"))
+    return spec
+
+
+def _http_spec(entry: Mapping[str, Any], kind: str | None, ctx: _Context) -> dict[str, Any]:
+    url = entry["url"]
+    if not isinstance(url, str):
+        ctx.fail("url", f"must be a string, not {_type_name(url)}")
+    url = _expand(url, ctx, "url").strip()
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        ok = False
+    if not ok:  # the URL is not shown: it may hold a token
+        ctx.fail("url", "must be an http:// or https:// URL with a host")
+    headers: dict[str, str] = {}
+    raw = entry.get("headers")
+    if raw is not None and not isinstance(raw, Mapping):
+        ctx.fail("headers", f"must be a mapping of names to strings, not {_type_name(raw)}")
+    for key, value in (raw or {}).items():
+        if not isinstance(key, str) or not _HEADER_NAME.fullmatch(key):
+            ctx.fail("headers", f"has a name that is not a valid HTTP header name: {key!r}"[:200])
+        text = _expand(_scalar(value, ctx, f"headers.{key}", bools=False), ctx, f"headers.{key}")
+        if _BAD_HEADER_VALUE.search(text):
+            ctx.fail(f"headers.{key}", "has a line break, a NUL or leading whitespace")
+        headers[key] = text
+    return {"name": ctx.server, "url": url, "headers": headers, "transport": kind or "auto"}
+
+
+def _entry(name: str, entry: Mapping[str, Any], ctx: _Context, source: str | None) -> ServerConfig:
+    for key in entry:
+        if key not in _KNOWN_KEYS:
+            _log.debug("config %s: server %r: ignoring key %r", ctx.label, name, key)
+    has_command = entry.get("command") is not None
+    has_url = entry.get("url") is not None
+    if has_command and has_url:
+        ctx.fail(None, "has both a 'command' and a 'url': keep one")
+    if not has_command and not has_url:
+        keys = ", ".join(repr(str(k)) for k in list(entry)[:12]) or "no keys"
+        ctx.fail(None, f"needs a 'command' (stdio) or a 'url' (HTTP); it has {keys}")
+    kind = _kind(entry, ctx)
+    if has_command:
+        if kind not in (None, "stdio"):
+            ctx.fail("type", "says HTTP, but the entry has a 'command' and no 'url'")
+        if entry.get("headers") is not None:
+            ctx.fail("headers", "applies only to servers with a 'url'")
+        spec = _stdio_spec(entry, ctx)
+    else:
+        if kind == "stdio":
+            ctx.fail("type", "says stdio, but the entry has a 'url' and no 'command'")
+        for field in _STDIO_ONLY:
+            if entry.get(field) is not None:
+                ctx.fail(field, "applies only to servers with a 'command'")
+        spec = _http_spec(entry, kind, ctx)
+    disabled = _flag(entry.get("disabled", False), ctx, "disabled")
+    return ServerConfig(name=name, spec=spec, timeout=_timeout(entry.get("timeout"), ctx), disabled=disabled, source=source)
+
+
+# -- files ---------------------------------------------------------------------------------------
+
+
+def _strip_jsonc(text: str) -> str:
+    """JSONC to JSON: comments and trailing commas become spaces, so lines and columns stay put."""
+    out = list(text)
+    comma = -1
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            comma = -1
+            i += 1
+            while i < len(text) and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+        elif text.startswith("//", i) or text.startswith("/*", i):
+            end = text.find("\n", i) if text[i + 1] == "/" else text.find("*/", i + 2)
+            if end < 0 and text[i + 1] == "*":
+                return "".join(out)  # unterminated: json reports it where it starts
+            end = len(text) if end < 0 else end + (2 if text[i + 1] == "*" else 0)
+            for k in range(i, end):
+                if out[k] not in "\r\n":
+                    out[k] = " "
+            i = end
+            continue
+        elif c == ",":
+            comma = i
+        elif c in "}]":
+            if comma >= 0:
+                out[comma] = " "
+            comma = -1
+        elif not c.isspace():
+            comma = -1
+        i += 1
+    return "".join(out)
+
+
+def _read_json(path: str) -> Any:
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise ConfigError(f"config {path} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config {path} is a folder, not a file") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config {path} is not UTF-8 text") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as first:
+        error = first
+    stripped = _strip_jsonc(text)
+    if stripped != text:
+        try:
+            return json.loads(stripped)
+        except json.JSONDecodeError as second:
+            error = second
+    # The message of a JSONDecodeError names the problem, never the text around it.
+    raise ConfigError(f"config {path}: not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}") from None
+
+
+def _servers_of(data: Any, label: str) -> Mapping[Any, Any]:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"config {label}: expected a JSON object with 'mcpServers' or 'servers', not {_type_name(data)}")
+    if "mcpServers" in data and "servers" in data:
+        raise ConfigError(f"config {label}: has both 'mcpServers' and 'servers'; keep one")
+    key = "mcpServers" if "mcpServers" in data else "servers"
+    if key not in data:
+        found = ", ".join(repr(str(k)) for k in list(data)[:12]) or "no keys"
+        raise ConfigError(f"config {label}: expected 'mcpServers' (Claude Desktop, Claude Code, Cursor, Cline) or "
+                          f"'servers' (VS Code) at the top; found {found}")
+    servers = data[key]
+    if not isinstance(servers, Mapping):
+        raise ConfigError(f"config {label}: field {key!r} must be a mapping of server names to entries, not {_type_name(servers)}")
+    return servers
+
+
+def _prompts(data: Mapping[str, Any]) -> dict[str, str]:
+    """VS Code's ``inputs``: the description of each input id, for messages."""
+    found: dict[str, str] = {}
+    inputs = data.get("inputs")
+    for item in inputs if isinstance(inputs, list) else []:
+        if isinstance(item, Mapping) and isinstance(item.get("id"), str) and isinstance(item.get("description"), str):
+            found[item["id"]] = item["description"][:80]
+    return found
+
+
+def _workspace(path: str | None) -> str:
+    if path is None:
+        return os.getcwd()
+    folder = os.path.dirname(path)
+    if os.path.basename(folder) in (".vscode", ".cursor"):
+        return os.path.dirname(folder)
+    return folder
+
+
+def load_config(
+    source: str | os.PathLike[str] | Mapping[str, Any],
+    *,
+    inputs: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    include_disabled: bool = False,
+) -> dict[str, ServerConfig]:
+    """The servers of a config file (a path) or of a config mapping, by name, in file order.
+
+    ``inputs`` answers VS Code's ``${input:ID}``; ``environ`` (default
+    ``os.environ``) answers ``${VAR}`` and ``${env:VAR}``. Disabled entries
+    are left out, unchecked, unless ``include_disabled``. Raises
+    :class:`~mcpcall.errors.ConfigError` naming the file, server and field.
+    """
+    path: str | None = None
+    if isinstance(source, Mapping):
+        data: Any = source
+        label = "<mapping>"
+    else:
+        try:
+            name = os.fspath(source)
+        except TypeError:
+            raise ConfigError(f"load_config takes a path or a mapping, not a {_type_name(source)}") from None
+        if not isinstance(name, str):
+            raise ConfigError("load_config takes a str path, not bytes")
+        path = label = os.path.abspath(os.path.expanduser(name))
+        data = _read_json(path)
+    servers = _servers_of(data, label)
+    ctx = _Context(label, os.path.dirname(path) if path else None, _workspace(path), inputs or {},
+                   os.environ if environ is None else environ, _prompts(data))
+    configs: dict[str, ServerConfig] = {}
+    for name, entry in servers.items():
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"config {label}: a server name must be a non-empty string, not {name!r}"[:300])
+        ctx.server = name
+        if not isinstance(entry, Mapping):
+            ctx.fail(None, f"the entry must be an object, not {_type_name(entry)}")
+        if not include_disabled and _flag(entry.get("disabled", False), ctx, "disabled"):
+            _log.debug("config %s: server %r is disabled; skipped", label, name)
+            continue
+        configs[name] = _entry(name, entry, ctx, path)
+    return configs
+
+
+def _claude_desktop() -> str:
+    home = os.path.expanduser("~")
+    if sys.platform == "darwin":
+        folder = os.path.join(home, "Library", "Application Support")
+    elif sys.platform == "win32":
+        folder = os.environ.get("APPDATA") or os.path.join(home, "AppData", "Roaming")
+    else:
+        folder = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    return os.path.join(folder, "Claude", "claude_desktop_config.json")
+
+
+def _locations(cwd: str | None) -> Iterator[str]:
+    here = os.path.abspath(cwd if cwd is not None else os.getcwd())
+    yield os.path.join(here, ".mcp.json")
+    yield os.path.join(here, ".vscode", "mcp.json")
+    yield os.path.join(here, ".cursor", "mcp.json")
+    yield os.path.join(os.path.expanduser("~"), ".cursor", "mcp.json")
+    yield _claude_desktop()
+
+
+def find_config(cwd: str | None = None) -> str | None:
+    """The first config file that exists, or None. Looked for in this order:
+
+    1. ``<cwd>/.mcp.json`` (Claude Code, project scope);
+    2. ``<cwd>/.vscode/mcp.json`` (VS Code);
+    3. ``<cwd>/.cursor/mcp.json`` (Cursor, project);
+    4. ``~/.cursor/mcp.json`` (Cursor, global);
+    5. Claude Desktop's ``claude_desktop_config.json``: in ``~/Library/Application Support/Claude/``
+       on macOS, ``%APPDATA%\\Claude\\`` on Windows, ``$XDG_CONFIG_HOME/Claude/`` (``~/.config``) elsewhere.
+
+    ``cwd`` defaults to the current directory; its parents are not searched.
+    """
+    for path in _locations(cwd):
+        if os.path.isfile(path):
+            return path
+    return None

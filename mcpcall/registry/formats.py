@@ -1,0 +1,675 @@
+"""MCP tools in the shapes LLM APIs want, their tool calls parsed, tool messages built. Pure: no I/O.
+
+Tools out (each exporter takes ``(exposed name, Tool)`` pairs and never touches the Tool's dicts):
+
+=====================  ===============================================================================
+OpenAI Chat            ``{"type": "function", "function": {"name", "description", "parameters"}}``;
+                       ``strict`` left out (Chat Completions is non-strict by default)
+OpenAI Responses       ``{"type": "function", "name", "description", "parameters", "strict": False}``;
+                       Responses turns a tool without ``strict`` into strict mode (every property
+                       required, ``additionalProperties: false``), which most MCP schemas do not meet
+Anthropic              ``{"name", "description", "input_schema"}``
+Gemini                 ``{"name", "description", "parameters"}`` (an OpenAPI 3.0 subset, converted as
+                       below); ``wrap=True`` gives ``[{"function_declarations": [...]}]``, the ``tools``
+                       entry; ``json_schema=True`` sends ``parameters_json_schema`` (plain JSON Schema) instead
+plain JSON Schema      ``{"name", "description", "input_schema"}``, the schema as the server sent it
+=====================  ===============================================================================
+
+The description is the tool's description, else its title, else ``""``.
+
+Schema adjustments, only where a provider requires them:
+
+==================  =============================================================================
+OpenAI, Anthropic   the root must be ``{"type": "object", ...}``: a missing or non-object
+                    ``inputSchema`` becomes ``{"type": "object", "properties": {}}``; ``type`` is
+                    added when missing, ``properties: {}`` too
+Anthropic (OpenAI)  ``oneOf``/``anyOf``/``allOf`` are refused at the root ("input_schema does not
+                    support oneOf, allOf, or anyOf at the top level"): their branches' properties
+                    are merged into the root; ``required`` keeps what every branch (anyOf/oneOf) or
+                    any branch (allOf) requires. The server still checks the real schema.
+Gemini              ``parameters`` is a Schema message (proto JSON): an unknown key is an error.
+                    Kept: type, format, title, description, nullable, enum, items, minItems,
+                    maxItems, properties, required, minProperties, maxProperties, minLength,
+                    maxLength, pattern, minimum, maximum, anyOf, default, example. Everything else is
+                    dropped ($schema, $id, $defs, definitions, additionalProperties, examples,
+                    const, oneOf, allOf, not, if/then/else, patternProperties, exclusive bounds,
+                    multipleOf, uniqueItems, ...). And:
+
+                    - local ``$ref`` (``#/$defs/X``, any JSON pointer) inlined; a recursive one, one
+                      deeper than ``max_ref_depth`` or a non-local one becomes a free-form value;
+                    - ``type`` is one upper-case name (STRING, NUMBER, INTEGER, BOOLEAN, ARRAY,
+                      OBJECT); a type list with ``"null"`` gives ``nullable: true``, several other
+                      types an ``anyOf`` of them; ``anyOf``/``oneOf`` branches of type null set
+                      ``nullable``, a single remaining branch is merged in, several stay ``anyOf``
+                      (so oneOf is read as anyOf); ``allOf`` branches are merged;
+                    - ``const`` becomes a one-value ``enum``; ``enum`` is allowed on STRING only
+                      ("enum: only allowed for STRING type"), so a non-string enum is dropped and its
+                      values are named in the description; ``examples[0]`` becomes ``example``;
+                    - ``format`` is kept only where the Developer API accepts it (STRING: enum,
+                      date-time; NUMBER: float, double; INTEGER: int32, int64);
+                    - ``properties``/``required`` only on OBJECT ("only allowed for OBJECT type");
+                      ``required`` names only properties that exist; an OBJECT needs non-empty
+                      ``properties`` ("should be non-empty for OBJECT type"), so a free-form object
+                      loses its type (any value), and a tool without parameters sends no ``parameters``;
+                    - an ARRAY always has ``items`` (a free-form one when the schema has none).
+
+                    Not done: renaming properties Gemini may refuse (Vertex asks for
+                    ``[A-Za-z_][A-Za-z0-9_]*``). ``json_schema=True`` avoids all of this loss.
+==================  =============================================================================
+
+Tool calls in: :func:`parse_tool_call` reads an OpenAI Chat tool call, a Responses
+``function_call`` item or an Anthropic ``tool_use`` block, as dicts or SDK objects.
+Arguments that are not a JSON object are reported in :attr:`ParsedCall.error`, never turned into ``{}``.
+
+Tool messages out: :func:`tool_message` answers a call in its own API's shape;
+:func:`result_text` is what an LLM should read of a result; the ``*_text``
+helpers phrase failures in one line, naming tool and server, with no secrets.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import difflib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import field
+from typing import Any, Literal
+
+from ..errors import ConnectionClosed, InvalidRequest, MCPError, RequestTimeout, RPCError, SchemaValidationError
+from ..types import AudioContent, CallToolResult, EmbeddedResource, ImageContent, ResourceLink, TextContent, Tool
+from ..types._record import record
+
+__all__ = [
+    "ANTHROPIC_IMAGE_TYPES",
+    "GEMINI_SCHEMA_KEYS",
+    "ParsedCall",
+    "anthropic_blocks",
+    "call_failed_text",
+    "exception_text",
+    "gemini_schema",
+    "invalid_arguments_text",
+    "object_schema",
+    "parse_tool_call",
+    "result_text",
+    "server_unavailable_text",
+    "timeout_text",
+    "to_anthropic_tools",
+    "to_gemini_tools",
+    "to_json_schema",
+    "to_openai_tools",
+    "tool_description",
+    "tool_message",
+    "unknown_tool_text",
+]
+
+Entry = tuple[str, Tool]
+
+ANTHROPIC_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+"""The image media types an Anthropic ``image`` block accepts."""
+
+GEMINI_SCHEMA_KEYS = frozenset({
+    "type", "format", "title", "description", "nullable", "enum", "items", "minItems", "maxItems",
+    "properties", "required", "minProperties", "maxProperties", "minLength", "maxLength", "pattern",
+    "minimum", "maximum", "anyOf", "default", "example",
+})  # fmt: skip
+"""The keys :func:`gemini_schema` may emit (fields of Gemini's ``Schema`` message)."""
+
+_GEMINI_TYPES = {"string": "STRING", "number": "NUMBER", "integer": "INTEGER", "boolean": "BOOLEAN",
+                 "array": "ARRAY", "object": "OBJECT"}  # fmt: skip
+_GEMINI_FORMATS = {"STRING": {"enum", "date-time"}, "NUMBER": {"float", "double"}, "INTEGER": {"int32", "int64"}}
+_COPIED = ("title", "description", "pattern", "default", "minimum", "maximum")
+_COUNTS = ("minItems", "maxItems", "minProperties", "maxProperties", "minLength", "maxLength")
+_EXCERPT = 40
+
+
+# ---------------------------------------------------------------- tools out
+
+
+def tool_description(tool: Tool) -> str:
+    """The tool's description, else its title, else ``""``."""
+    title = tool.title or tool.annotations.get("title")
+    return tool.description or (title if isinstance(title, str) else "") or ""
+
+
+def object_schema(schema: Any) -> dict[str, Any]:
+    """A deep copy of ``schema`` fit for OpenAI and Anthropic: an object schema, no combinator at the root."""
+    if not isinstance(schema, Mapping):
+        return {"type": "object", "properties": {}}
+    out = copy.deepcopy(dict(schema))
+    kind = out.get("type", "object")
+    if kind != "object" and not (isinstance(kind, list) and "object" in kind):
+        return {"type": "object", "properties": {}}
+    out["type"] = "object"
+    for key in ("allOf", "anyOf", "oneOf"):
+        branches = out.pop(key, None)
+        if isinstance(branches, list):
+            _merge_branches(out, [b for b in branches if isinstance(b, Mapping)], every=key != "allOf")
+    if not isinstance(out.get("properties"), dict):
+        out["properties"] = {}
+    return out
+
+
+def _merge_branches(out: dict[str, Any], branches: list[Mapping[str, Any]], *, every: bool) -> None:
+    """Merge ``branches``' properties into ``out``; required: in every branch (``every``) or in any."""
+    properties = out.get("properties")
+    properties = dict(properties) if isinstance(properties, Mapping) else {}
+    required = [name for name in out.get("required", ()) if isinstance(name, str)] if isinstance(out.get("required"), list) else []
+    sets = []
+    for branch in branches:
+        props = branch.get("properties")
+        for name, sub in (props.items() if isinstance(props, Mapping) else ()):
+            properties.setdefault(name, sub)
+        names = branch.get("required")
+        sets.append({name for name in names if isinstance(name, str)} if isinstance(names, list) else set())
+    extra = set.intersection(*sets) if every and sets else set().union(*sets) if sets else set()
+    required += sorted(extra - set(required))
+    out["properties"] = properties
+    if required:
+        out["required"] = required
+
+
+def to_openai_tools(entries: Sequence[Entry], api: Literal["chat", "responses"] = "chat") -> list[dict[str, Any]]:
+    """OpenAI function tools: Chat Completions (``api="chat"``) or Responses (``api="responses"``, ``strict: False``)."""
+    if api == "chat":
+        return [{"type": "function", "function": {"name": name, "description": tool_description(tool),
+                                                  "parameters": object_schema(tool.input_schema)}}
+                for name, tool in entries]  # fmt: skip
+    if api == "responses":
+        return [{"type": "function", "name": name, "description": tool_description(tool),
+                 "parameters": object_schema(tool.input_schema), "strict": False}
+                for name, tool in entries]  # fmt: skip
+    raise InvalidRequest(f"api must be 'chat' or 'responses', not {api!r}")
+
+
+def to_anthropic_tools(entries: Sequence[Entry]) -> list[dict[str, Any]]:
+    """Anthropic Messages API tools: ``{"name", "description", "input_schema"}``."""
+    return [{"name": name, "description": tool_description(tool), "input_schema": object_schema(tool.input_schema)}
+            for name, tool in entries]  # fmt: skip
+
+
+def to_json_schema(entries: Sequence[Entry]) -> list[dict[str, Any]]:
+    """``{"name", "description", "input_schema"}`` with the schema exactly as the server sent it (a deep copy)."""
+    return [{"name": name, "description": tool_description(tool), "input_schema": copy.deepcopy(dict(tool.input_schema))}
+            for name, tool in entries]  # fmt: skip
+
+
+def to_gemini_tools(
+    entries: Sequence[Entry], *, wrap: bool = False, json_schema: bool = False, max_ref_depth: int = 8
+) -> list[dict[str, Any]]:
+    """Gemini function declarations ``{"name", "description", "parameters"}``.
+
+    ``wrap=True`` returns ``[{"function_declarations": [...]}]``, ready to be the
+    request's ``tools`` (else the caller wraps the list). ``json_schema=True``
+    sends the object schema unconverted as ``parameters_json_schema`` (which
+    Gemini reads as JSON Schema) instead of ``parameters``.
+    """
+    declarations = []
+    for name, tool in entries:
+        declaration: dict[str, Any] = {"name": name, "description": tool_description(tool)}
+        if json_schema:
+            declaration["parameters_json_schema"] = object_schema(tool.input_schema)
+        else:
+            parameters = gemini_schema(tool.input_schema, max_ref_depth=max_ref_depth)
+            if parameters.get("properties"):  # no parameters: leave the field unset, as Gemini asks
+                declaration["parameters"] = parameters
+        declarations.append(declaration)
+    return [{"function_declarations": declarations}] if wrap else declarations
+
+
+def gemini_schema(schema: Any, *, max_ref_depth: int = 8) -> dict[str, Any]:
+    """``schema`` (a tool's JSON Schema) as a Gemini ``Schema`` of type OBJECT; see the module docstring."""
+    root = schema if isinstance(schema, Mapping) else {}
+    out = _Gemini(root, max_ref_depth).convert(root, (), 0)
+    if out.get("type") != "OBJECT":
+        out = {key: value for key, value in out.items() if key in ("description", "title")}
+        out["type"] = "OBJECT"
+    out.setdefault("properties", {})
+    return out
+
+
+class _Gemini:
+    """One conversion: the root (for ``$ref``) and the depth limit."""
+
+    def __init__(self, root: Mapping[str, Any], max_ref_depth: int) -> None:
+        self.root = root
+        self.max_ref_depth = max_ref_depth
+
+    def resolve(self, ref: Any) -> Mapping[str, Any] | None:
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            return None
+        node: Any = self.root
+        for part in ref[1:].lstrip("/").split("/") if ref not in ("#", "#/") else ():
+            part = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, Mapping) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                return None
+        return node if isinstance(node, Mapping) else None
+
+    def convert(self, node: Any, refs: tuple[str, ...], depth: int) -> dict[str, Any]:
+        if not isinstance(node, Mapping) or depth > 64:
+            return {}
+        node = dict(node)
+        while "$ref" in node:  # inline: the target, with the node's own keywords over it
+            ref = node.pop("$ref")
+            target = self.resolve(ref)
+            if target is None or ref in refs or len(refs) >= self.max_ref_depth:
+                return _free_form(node)
+            refs = (*refs, ref)
+            node = {**target, **node}
+        branches = node.pop("allOf", None)
+        for branch in branches if isinstance(branches, list) else ():  # merged into the node
+            for key, value in self.resolve_all(branch, refs).items():
+                if key == "properties" and isinstance(value, Mapping) and isinstance(node.get(key), Mapping):
+                    node[key] = {**value, **node[key]}
+                elif key == "required" and isinstance(value, list) and isinstance(node.get(key), list):
+                    node[key] = node[key] + [name for name in value if name not in node[key]]
+                else:
+                    node.setdefault(key, value)
+        return self.convert_plain(node, refs, depth)
+
+    def resolve_all(self, branch: Any, refs: tuple[str, ...]) -> Mapping[str, Any]:
+        """``branch`` with its ``$ref`` chain inlined (as far as allowed), without ``$ref``."""
+        node: dict[str, Any] = dict(branch) if isinstance(branch, Mapping) else {}
+        while "$ref" in node and len(refs) < self.max_ref_depth:
+            ref = node.pop("$ref")
+            target = self.resolve(ref)
+            if target is None or ref in refs:
+                return node
+            refs = (*refs, ref)
+            node = {**target, **node}
+        node.pop("$ref", None)
+        return node
+
+    def convert_plain(self, node: dict[str, Any], refs: tuple[str, ...], depth: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        nullable = False
+        kind = node.get("type")
+        if isinstance(kind, list):
+            nullable = "null" in kind
+            kinds = [k for k in kind if k in _GEMINI_TYPES]
+            if len(kinds) > 1:
+                typed = [self.convert_plain({**node, "type": k, "description": None}, refs, depth + 1) for k in kinds]
+                out["anyOf"] = [{k: v for k, v in b.items() if k != "description"} for b in typed]
+                kind = None
+            else:
+                kind = kinds[0] if kinds else None
+        elif kind == "null":
+            nullable, kind = True, None
+        elif kind not in _GEMINI_TYPES:
+            kind = None
+        if "const" in node and "enum" not in node:
+            node["enum"] = [node["const"]]
+        if kind is None and "anyOf" not in out:
+            kind = "object" if "properties" in node else "array" if "items" in node else None
+            if kind is None and isinstance(node.get("enum"), list):
+                kind = _enum_type([v for v in node["enum"] if v is not None])
+
+        for key in ("anyOf", "oneOf"):
+            options = node.get(key)
+            if not isinstance(options, list) or "anyOf" in out:
+                continue
+            converted = []
+            for branch in options:
+                plain = self.resolve_all(branch, refs)
+                if plain.get("type") == "null":
+                    nullable = True
+                    continue
+                branch_schema = self.convert(branch, refs, depth + 1)
+                if branch_schema:  # a branch that says nothing Gemini can read (only "required") is left out
+                    converted.append(branch_schema)
+            if len(converted) == 1 and kind is None:
+                merged = dict(converted[0])
+                nullable = nullable or merged.pop("nullable", False) is True
+                for k in ("description", "title"):
+                    if isinstance(node.get(k), str):
+                        merged[k] = node[k]
+                if nullable:
+                    merged["nullable"] = True
+                return merged
+            if converted:
+                out["anyOf"] = converted
+            break
+
+        gemini_type = _GEMINI_TYPES.get(kind) if isinstance(kind, str) else None
+        description: str = node["description"] if isinstance(node.get("description"), str) else ""
+        for key in _COPIED:
+            value = node.get(key)
+            if key == "description" or value is None:
+                continue
+            if key in ("minimum", "maximum") and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                continue
+            if key in ("title", "pattern") and not isinstance(value, str):
+                continue
+            out[key] = value
+        for key, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+            value = node.get(key)
+            if bound not in out and isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[bound] = value
+        for key in _COUNTS:
+            value = node.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                out[key] = value
+        examples = node.get("examples")
+        if "example" in node:
+            out["example"] = node["example"]
+        elif isinstance(examples, list) and examples:
+            out["example"] = examples[0]
+
+        enum = node.get("enum")
+        if isinstance(enum, list):
+            values = [v for v in enum if v is not None]
+            nullable = nullable or len(values) < len(enum)
+            if values and gemini_type in ("STRING", None) and all(isinstance(v, str) for v in values):
+                out["enum"] = values
+                gemini_type = "STRING"
+            elif values:
+                allowed = ", ".join(json.dumps(v, ensure_ascii=False) for v in values[:20])
+                description = _note(description, f"one of: {allowed}")
+
+        fmt = node.get("format")
+        if gemini_type in _GEMINI_FORMATS and isinstance(fmt, str) and fmt in _GEMINI_FORMATS[gemini_type]:
+            out["format"] = fmt
+
+        if gemini_type == "OBJECT":
+            properties = node.get("properties")
+            converted_props = {name: self.convert(sub, refs, depth + 1)
+                               for name, sub in (properties.items() if isinstance(properties, Mapping) else ())}  # fmt: skip
+            if converted_props:
+                out["properties"] = converted_props
+                required = node.get("required")
+                if isinstance(required, list):
+                    names = [n for n in dict.fromkeys(required) if isinstance(n, str) and n in converted_props]
+                    if names:
+                        out["required"] = names
+            else:  # Gemini refuses an OBJECT without properties: leave the type open
+                gemini_type = None
+                description = _note(description, "a JSON object")
+                for key in ("minProperties", "maxProperties"):
+                    out.pop(key, None)
+        elif gemini_type == "ARRAY":
+            items = node.get("items")
+            out["items"] = self.convert(items, refs, depth + 1) if isinstance(items, Mapping) else {}
+        if gemini_type is not None:
+            out["type"] = gemini_type
+        if description:
+            out["description"] = description
+        if nullable:
+            out["nullable"] = True
+        return out
+
+
+def _enum_type(values: list[Any]) -> str | None:
+    """The JSON type every value of an enum has, if they share one."""
+    if not values:
+        return None
+    if all(isinstance(v, str) for v in values):
+        return "string"
+    if all(isinstance(v, bool) for v in values):
+        return "boolean"
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values):
+        return None
+    return "integer" if all(isinstance(v, int) for v in values) else "number"
+
+
+def _note(description: str, note: str) -> str:
+    """``description`` with ``note`` added: ``"Size (one of: 1, 2)"``, or ``"One of: 1, 2."`` alone."""
+    return f"{description} ({note})" if description else note[:1].upper() + note[1:] + "."
+
+
+def _free_form(node: Mapping[str, Any]) -> dict[str, Any]:
+    """What an unresolvable or recursive ``$ref`` becomes: any value, with the node's description."""
+    out: dict[str, Any] = {}
+    for key in ("title", "description"):
+        if isinstance(node.get(key), str):
+            out[key] = node[key]
+    return out
+
+
+# ---------------------------------------------------------------- tool calls in
+
+
+@record
+class ParsedCall:
+    """One tool call an LLM made: which API it came from, its id, the exposed name, the arguments.
+
+    ``arguments`` is None when they were not a JSON object; ``error`` then says
+    what was wrong (answer the call with :func:`invalid_arguments_text`).
+    """
+
+    kind: Literal["openai", "responses", "anthropic"]
+    call_id: str
+    name: str
+    arguments: dict[str, Any] | None = field(default=None, hash=False)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the arguments were read (``arguments`` is a dict)."""
+        return self.arguments is not None
+
+
+_EXPECTED = (
+    "an OpenAI Chat tool call ({'id', 'type': 'function', 'function': {'name', 'arguments'}}), "
+    "a Responses function call ({'type': 'function_call', 'call_id', 'name', 'arguments'}) "
+    "or an Anthropic tool_use block ({'type': 'tool_use', 'id', 'name', 'input'})"
+)
+_FIELDS = ("type", "id", "call_id", "name", "arguments", "input", "function")
+
+
+def _fields(value: Any) -> dict[str, Any] | None:
+    """A dict, an SDK model (``model_dump()``) or an object's attributes, as a dict."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            dumped = dump()
+        except Exception:  # noqa: BLE001 - a foreign object: fall back to its attributes
+            dumped = None
+        if isinstance(dumped, Mapping):
+            return dict(dumped)
+    found = {key: getattr(value, key) for key in _FIELDS if hasattr(value, key)}
+    return found or None
+
+
+def _describe(value: Any, fields: Mapping[str, Any] | None) -> str:
+    if fields is None:
+        return type(value).__name__
+    return f"{type(value).__name__} with keys {sorted(map(str, fields))[:10]}"
+
+
+def parse_tool_call(call: Any) -> ParsedCall:
+    """Read a tool call of any of the three APIs (dict or SDK object).
+
+    Raises :class:`~mcpcall.errors.InvalidRequest` (a TypeError) for something
+    that is none of them; bad arguments are reported in the result instead.
+    """
+    fields = _fields(call)
+    kind = fields.get("type") if fields is not None else None
+    if fields is not None and kind == "tool_use":
+        return _parsed(call, fields, "anthropic", "id", fields.get("input"), from_json=False)
+    if fields is not None and kind == "function_call":
+        return _parsed(call, fields, "responses", "call_id", fields.get("arguments"), from_json=True)
+    function = _fields(fields.get("function")) if fields is not None and kind in ("function", None) else None
+    if fields is not None and function is not None:
+        merged = {**fields, "name": function.get("name")}
+        return _parsed(call, merged, "openai", "id", function.get("arguments"), from_json=True)
+    raise InvalidRequest(f"expected {_EXPECTED}; got {_describe(call, fields)}")
+
+
+def _parsed(
+    call: Any, fields: Mapping[str, Any], kind: Literal["openai", "responses", "anthropic"], id_key: str,
+    arguments: Any, *, from_json: bool,
+) -> ParsedCall:  # fmt: skip
+    call_id, name = fields.get(id_key), fields.get("name")
+    if not isinstance(call_id, str) or not isinstance(name, str):
+        missing = id_key if not isinstance(call_id, str) else "name"
+        raise InvalidRequest(f"a {kind} tool call needs a string {missing!r}; got {_describe(call, fields)}")
+    parsed, error = _arguments(arguments, from_json)
+    return ParsedCall(kind, call_id, name, parsed, error)
+
+
+def _reject_constant(text: str) -> Any:
+    raise ValueError(f"{text} is not JSON")
+
+
+def _arguments(value: Any, from_json: bool) -> tuple[dict[str, Any] | None, str | None]:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return {}, None
+    if isinstance(value, Mapping):
+        return dict(value), None
+    if not isinstance(value, str) or not from_json:
+        return None, f"the arguments are {type(value).__name__}, not a JSON object"
+    try:
+        parsed = json.loads(value, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        start = max(0, exc.pos - _EXCERPT // 2)
+        excerpt = value[start : start + _EXCERPT]
+        return None, (f"the arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+                      f" (near {excerpt!r})")  # fmt: skip
+    except ValueError as exc:
+        return None, f"the arguments are not valid JSON: {exc}"
+    if not isinstance(parsed, dict):
+        return None, f"the arguments must be a JSON object, not {type(parsed).__name__} ({value.strip()[:_EXCERPT]!r})"
+    return parsed, None
+
+
+# ---------------------------------------------------------------- tool messages out
+
+
+def tool_message(parsed: ParsedCall, *, text: str, is_error: bool, result: CallToolResult | None = None) -> dict[str, Any]:
+    """The message (OpenAI Chat), input item (Responses) or content block (Anthropic) answering ``parsed``.
+
+    OpenAI's formats carry no error flag, so ``"Error: "`` is put before ``text``
+    when ``is_error``. Anthropic's ``tool_result`` always has ``is_error``; with
+    ``result``, its content blocks are the result's (text, images Anthropic
+    takes, everything else described in text), else one text block of ``text``.
+    """
+    if parsed.kind in ("openai", "responses"):
+        body = text or "(no content)"
+        if is_error and not body.startswith("Error"):
+            body = "Error: " + body
+        if parsed.kind == "openai":
+            return {"role": "tool", "tool_call_id": parsed.call_id, "content": body}
+        return {"type": "function_call_output", "call_id": parsed.call_id, "output": body}
+    blocks = anthropic_blocks(result) if result is not None else []
+    if not blocks:  # Anthropic refuses empty text blocks
+        blocks = [{"type": "text", "text": text or "(no content)"}]
+    return {"type": "tool_result", "tool_use_id": parsed.call_id, "content": blocks, "is_error": bool(is_error)}
+
+
+def anthropic_blocks(result: CallToolResult) -> list[dict[str, Any]]:
+    """A result's content as Anthropic ``tool_result`` content blocks (no empty text block)."""
+    blocks: list[dict[str, Any]] = []
+    if not any(isinstance(b, TextContent) and b.text for b in result.content) and result.structured_content is not None:
+        blocks.append({"type": "text", "text": _compact(result.structured_content)})
+    for block in result.content:
+        if isinstance(block, ImageContent) and block.mime_type in ANTHROPIC_IMAGE_TYPES:
+            data = base64.b64encode(block.data).decode("ascii")
+            blocks.append({"type": "image", "source": {"type": "base64", "media_type": block.mime_type, "data": data}})
+            continue
+        text = _block_text(block)
+        if text:
+            blocks.append({"type": "text", "text": text})
+    return blocks
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _block_text(block: Any) -> str:
+    """What an LLM reads of one content block."""
+    if isinstance(block, TextContent):
+        return block.text
+    if isinstance(block, (ImageContent, AudioContent)):
+        kind = block.type
+        label = block.mime_type if block.mime_type.startswith(kind + "/") else f"{kind} {block.mime_type}"
+        return f"[{label}, {len(block.data)} bytes]"
+    if isinstance(block, ResourceLink):
+        label = block.title or block.name
+        about = f": {block.description}" if block.description else ""
+        return f"[resource link {label!r} {block.uri}{about}]"
+    if isinstance(block, EmbeddedResource):
+        resource = block.resource
+        if resource.text is not None:
+            return f"[resource {resource.uri}]\n{resource.text}"
+        mime = f", {resource.mime_type}" if resource.mime_type else ""
+        return f"[resource {resource.uri}{mime}, {len(resource.data)} bytes]"
+    return f"[{getattr(block, 'type', 'unknown')} content]"
+
+
+def result_text(result: CallToolResult) -> str:
+    """What an LLM should read of a result: text blocks, structured content as JSON when there is no text,
+    other blocks described (``[image/png, 1234 bytes]``); never empty."""
+    parts = [text for text in (_block_text(block) for block in result.content) if text]
+    has_text = any(isinstance(block, TextContent) and block.text for block in result.content)
+    if not has_text and result.structured_content is not None:
+        parts.insert(0, _compact(result.structured_content))
+    return "\n".join(parts) or "(no content)"
+
+
+# ---------------------------------------------------------------- failures, in one line
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _where(tool: str, server: str) -> str:
+    return f"tool {tool!r} of server {server!r}" if server else f"tool {tool!r}"
+
+
+def unknown_tool_text(name: str, known: Sequence[str]) -> str:
+    """No tool is called ``name``: say so, with up to three close names."""
+    scored = []
+    for candidate in known:
+        score = difflib.SequenceMatcher(None, name, candidate).ratio()
+        if candidate.endswith(name) and len(name) >= 3:  # the bare tool name, without prefix and server
+            score = max(score, 0.9)
+        if score >= 0.75:
+            scored.append((-score, candidate))
+    close = [candidate for _, candidate in sorted(scored)[:3]]
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return f"There is no tool named {_one_line(name, 100)!r}.{hint}"
+
+
+def invalid_arguments_text(tool: str, server: str, problem: str) -> str:
+    """The arguments could not be used (not a JSON object, or not matching the schema)."""
+    return f"Invalid arguments for {_where(tool, server)}: {_one_line(problem)}. Call it again with valid arguments."
+
+
+def timeout_text(tool: str, server: str, timeout: float) -> str:
+    """The tool did not answer in time (the request was cancelled)."""
+    return f"{_where(tool, server).capitalize()} did not answer within {timeout:g} s; the call was cancelled."
+
+
+def server_unavailable_text(tool: str, server: str, reason: str = "") -> str:
+    """The server is gone or could not be reached, so the tool did not run."""
+    because = f" ({_one_line(reason, 200)})" if reason else ""
+    return f"Server {server!r} is not available{because}, so tool {tool!r} could not run."
+
+
+def call_failed_text(tool: str, server: str, message: str) -> str:
+    """The server refused or failed the call (a JSON-RPC error)."""
+    return f"{_where(tool, server).capitalize()} failed: {_one_line(message) or 'no message'}."
+
+
+def exception_text(tool: str, server: str, exc: BaseException) -> str:
+    """One line for the LLM about ``exc`` raised while calling a tool; stderr and foreign details stay out."""
+    if isinstance(exc, RequestTimeout):
+        return timeout_text(tool, server, exc.timeout)
+    if isinstance(exc, ConnectionClosed):
+        return server_unavailable_text(tool, server, exc.reason)
+    if isinstance(exc, SchemaValidationError):
+        return invalid_arguments_text(tool, server, f"{exc.path}: {exc.reason}" if exc.reason else str(exc))
+    if isinstance(exc, RPCError):
+        return call_failed_text(tool, server, f"{exc.message} (error {exc.code})")
+    if isinstance(exc, MCPError):
+        return call_failed_text(tool, server, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    return call_failed_text(tool, server, f"internal error ({type(exc).__name__})")
