@@ -242,8 +242,8 @@ class ToolRegistry:
             self._closed = True
             states = list(self._servers.values())
         for state in states:
-            with state.lock:
-                client, state.client = state.client, None
+            # No wait for a connect under way: it sees the registry closed and closes what it made.
+            client, state.client = state.client, None
             if client is not None:
                 client.close()
 
@@ -622,11 +622,15 @@ class ToolRegistry:
             state.retry_at = monotonic() + min(delay, _COOLDOWN)
             raise
         state.client, state.failures, state.error, state.ever_connected = client, 0, None, True
+        if self._closed:  # close() ran while this connected: whichever of us comes second closes it
+            state.client = None
+            client.close()
+            raise ConnectionClosed("the tool registry was closed")
         state.tools = None
-        self._watch(state, client)
+        self._watch(state, client, deadline)
         return client
 
-    def _watch(self, state: _Server, client: Client) -> None:
+    def _watch(self, state: _Server, client: Client, deadline: float) -> None:
         """Re-list ``state``'s tools after the server says they changed."""
         tools = client.capabilities.get("tools")
         if not (isinstance(tools, dict) and tools.get("listChanged")):
@@ -638,7 +642,7 @@ class ToolRegistry:
                 self._table = None
 
         try:
-            client.subscribe(tools=True, on_change=changed, timeout=5.0)
+            client.subscribe(tools=True, on_change=changed, timeout=min(5.0, max(deadline - monotonic(), 0.5)))
         except MCPError as exc:
             log.debug("server %r: no tool change notifications (%s)", state.name, exc)
 
