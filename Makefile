@@ -8,7 +8,7 @@ EVERYTHING_VERSION := 2026.8.31
 MCP1_VENV := .venv-mcp1
 MCP1_VERSION := 1.30.0
 
-.PHONY: demo test lint bench peers clean conformance
+.PHONY: demo test lint bench peers redis clean conformance
 
 $(VENV)/.base: setup.cfg setup.py pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +29,14 @@ $(PEERS)/.installed: Makefile
 		@modelcontextprotocol/server-everything@$(EVERYTHING_VERSION)
 	touch $@
 
-peers: $(PEERS)/.installed
+peers: $(PEERS)/.installed redis
+
+# The Celery example's test needs a real Redis broker: Debian's redis-server (PyPI has no usable build).
+redis:
+	@command -v redis-server >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server; \
+		else echo "install redis-server (Debian: sudo apt-get install redis-server) for the Celery test" >&2; exit 1; fi; }
 
 # A FastMCP server of the MCP Python SDK's 1.x line (tests/test_peer_fastmcp1.py) runs in a venv of its
 # own: .venv has mcp 2.x. mcp 1.x needs Python 3.10+.
@@ -44,7 +51,7 @@ demo: $(VENV)/.base
 	$(VENV)/bin/mcpcall demo
 
 ## test: unit tests and real peers (demo server, official SDK 2.x and FastMCP 1.x, server-everything)
-test: $(VENV)/.test $(PEERS)/.installed $(MCP1_VENV)/.installed
+test: $(VENV)/.test $(PEERS)/.installed $(MCP1_VENV)/.installed redis
 	MCPCALL_PEERS=$(CURDIR)/$(PEERS) MCPCALL_MCP1_PYTHON=$(CURDIR)/$(MCP1_VENV)/bin/python MCPCALL_REQUIRE_PEERS=1 \
 		$(PY) -m pytest $(PYTEST_ARGS)
 
