@@ -231,7 +231,16 @@ def connect(
     path ending in ``/sse`` and falls back to it when Streamable HTTP is
     refused), ``connect_timeout``, ``read_timeout`` (between bytes; default
     none: request timeouts govern) and ``max_workers`` (concurrent requests).
+
+    In Jupyter or IPython, a ``connect()`` run again by a later cell with the
+    same ``name`` and server closes the client the earlier run made, so
+    re-running a cell does not pile up servers (:mod:`mcpcall.notebook`).
     """
+    import sys
+
+    from .notebook import claim  # only connect() uses it
+
+    caller = sys._getframe(1)
     if isinstance(server, Mapping) and ("mcpServers" in server or "servers" in server):
         configs = load_config(server)
         if len(configs) != 1:
@@ -284,4 +293,4 @@ def connect(
         on_log=on_log,
         cache=cache,
     )
-    return client.connect()
+    return claim(client.connect(), server, caller)

@@ -58,6 +58,7 @@ from .types import (
     Resource,
     ResourceTemplate,
     Tool,
+    ToolList,
     parse_completion,
     parse_prompt,
     parse_prompt_result,
@@ -278,7 +279,7 @@ class Client:
 
     # -- tools -------------------------------------------------------------------------------
 
-    def list_tools(self, timeout: float | None = None, *, cache: bool = True) -> list[Tool]:
+    def list_tools(self, timeout: float | None = None, *, cache: bool = True) -> ToolList[Tool]:
         """Every tool of the server (all pages, within one ``timeout``).
 
         Over modern Streamable HTTP a tool whose ``x-mcp-header`` annotations

@@ -33,7 +33,7 @@ from ..client import Client
 from ..config import ServerConfig, is_url, load_config
 from ..errors import ConfigError, ConnectionClosed, ForkedClient, MCPError, RequestTimeout, RPCError
 from ..forking import on_fork_in_child
-from ..types import CallToolResult, Tool
+from ..types import CallToolResult, Tool, ToolList
 from ..types._record import record
 from .formats import (
     ParsedCall,
@@ -253,7 +253,7 @@ class ToolRegistry:
 
     # -- tools --------------------------------------------------------------------------------
 
-    def tools(self, timeout: float | None = None) -> list[RegisteredTool]:
+    def tools(self, timeout: float | None = None) -> ToolList[RegisteredTool]:
         """Every tool of every server that could be reached, as exposed to a model.
 
         Connects (in parallel) and lists what is not known yet, within
@@ -262,12 +262,12 @@ class ToolRegistry:
         self.connect_all(timeout)
         return self._registered()
 
-    def _registered(self) -> list[RegisteredTool]:
+    def _registered(self) -> ToolList[RegisteredTool]:
         table = self._names()
         with self._lock:
             states = list(self._servers.values())
-        return [RegisteredTool(table.name_of(s.name, tool.name), s.name, tool)
-                for s in states for tool in self._visible(s)]
+        return ToolList(RegisteredTool(table.name_of(s.name, tool.name), s.name, tool)
+                        for s in states for tool in self._visible(s))
 
     @property
     def collisions(self) -> list[tuple[str, list[tuple[str, str]]]]:

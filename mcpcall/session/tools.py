@@ -20,7 +20,7 @@ from ..errors import InvalidRequest, ProtocolError
 from ..headers import InvalidHeaderAnnotation, header_params
 from ..jsonrpc import copy_json
 from ..schema import Check, input_check, output_check
-from ..types import CallToolResult, Tool, parse_call_result, parse_tool
+from ..types import CallToolResult, Tool, ToolList, parse_call_result, parse_tool
 from .calls import Caller
 
 __all__ = ["ToolCatalog"]
@@ -44,7 +44,7 @@ class ToolCatalog:
         self._listed: list[Tool] = []
         self.generation = 0  # bumped by every invalidation
 
-    def list_tools(self, timeout: float | None = None, *, cache: bool = True) -> list[Tool]:
+    def list_tools(self, timeout: float | None = None, *, cache: bool = True) -> ToolList[Tool]:
         """Every tool of the server (all pages); see ``Client.list_tools``."""
         generation = self.generation
         cached: list[bool] = []
@@ -55,7 +55,7 @@ class ToolCatalog:
                 # Every page came from the cache: nothing to compile again. The pages are the cache's
                 # copies, so Tools parsed from them share nothing with the catalog's own.
                 kept_names = {tool.name for tool in self._listed}
-                return [tool for tool in (parse_tool(item, self.name) for item in raw) if tool.name in kept_names]
+                return ToolList(tool for tool in (parse_tool(item, self.name) for item in raw) if tool.name in kept_names)
         tools = [parse_tool(item, self.name) for item in raw]
         checks: dict[str, Check] = {}
         if self.validate_output:
@@ -67,7 +67,7 @@ class ToolCatalog:
         with self._lock:
             current = generation == self.generation
         if not current:
-            return tools  # the tools changed while listing: the next listing refreshes what calls need
+            return ToolList(tools)  # the tools changed while listing: the next listing refreshes what calls need
         kept = self._with_headers(tools)
         with self._lock:
             if generation == self.generation:  # not changed meanwhile either
@@ -77,7 +77,7 @@ class ToolCatalog:
                 self._listed = kept
                 self._listed_generation = generation
         # The caller's to change: the catalog keeps the schemas as the server sent them.
-        return [parse_tool(copy_json(tool.raw), self.name) for tool in kept]
+        return ToolList(parse_tool(copy_json(tool.raw), self.name) for tool in kept)
 
     def _with_headers(self, tools: list[Tool]) -> list[Tool]:
         """Over modern Streamable HTTP, register each tool's ``x-mcp-header`` params; leave out broken ones."""

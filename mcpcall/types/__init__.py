@@ -30,7 +30,7 @@ from .prompts import (
     parse_prompt_result,
 )
 from .resources import ReadResourceResult, Resource, ResourceTemplate, parse_read_result, parse_resource, parse_template
-from .tools import CallToolResult, Implementation, Tool, parse_call_result, parse_tool
+from .tools import CallToolResult, Implementation, Tool, ToolList, parse_call_result, parse_tool
 
 __all__ = [
     "AudioContent",
@@ -51,6 +51,7 @@ __all__ = [
     "ResourceTemplate",
     "TextContent",
     "Tool",
+    "ToolList",
     "UnknownContent",
     "parse_call_result",
     "parse_completion",

@@ -3,6 +3,7 @@
 Every block has ``type`` (the wire ``type``), ``annotations`` and ``raw``.
 Binary data (images, audio, blobs) is decoded from base64 into ``bytes``. A
 block of a type this version does not know is kept as :class:`UnknownContent`.
+Every block shows itself in Jupyter (``_repr_html_``, from :mod:`.html`).
 """
 
 from __future__ import annotations
@@ -64,8 +65,19 @@ def parse_resource_contents(data: Any, server: str = "") -> ResourceContents:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+class _HTMLBlock:
+    """What every block shares: Jupyter's rich display (see :mod:`mcpcall.types.html`)."""
+
+    __slots__ = ()
+
+    def _repr_html_(self) -> str:
+        from .html import content_html
+
+        return content_html(self)
+
+
 @record
-class TextContent:
+class TextContent(_HTMLBlock):
     """A text block."""
 
     type: ClassVar[str] = "text"
@@ -75,7 +87,7 @@ class TextContent:
 
 
 @record
-class ImageContent:
+class ImageContent(_HTMLBlock):
     """An image; ``data`` is the decoded bytes."""
 
     type: ClassVar[str] = "image"
@@ -86,7 +98,7 @@ class ImageContent:
 
 
 @record
-class AudioContent:
+class AudioContent(_HTMLBlock):
     """Audio; ``data`` is the decoded bytes."""
 
     type: ClassVar[str] = "audio"
@@ -97,7 +109,7 @@ class AudioContent:
 
 
 @record
-class ResourceLink:
+class ResourceLink(_HTMLBlock):
     """A link to a resource the client may read with ``read_resource(link.uri)``."""
 
     type: ClassVar[str] = "resource_link"
@@ -112,7 +124,7 @@ class ResourceLink:
 
 
 @record
-class EmbeddedResource:
+class EmbeddedResource(_HTMLBlock):
     """A resource's contents carried inside the block."""
 
     type: ClassVar[str] = "resource"
@@ -122,7 +134,7 @@ class EmbeddedResource:
 
 
 @record
-class UnknownContent:
+class UnknownContent(_HTMLBlock):
     """A block of a type mcpcall does not know (newer protocol, an extension): all in ``raw``."""
 
     type: str

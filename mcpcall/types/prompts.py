@@ -42,6 +42,12 @@ class Prompt:
     arguments: tuple[PromptArgument, ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
+    def _repr_html_(self) -> str:
+        """Jupyter's rich display: name, title, description, arguments (required marked)."""
+        from .html import prompt_html
+
+        return prompt_html(self)
+
 
 def parse_prompt(data: Any, server: str = "") -> Prompt:
     """A :class:`Prompt` from one entry of a ``prompts/list`` result."""

@@ -25,6 +25,12 @@ class Resource:
     annotations: Mapping[str, Any] = field(default_factory=dict, repr=False, hash=False)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
+    def _repr_html_(self) -> str:
+        """Jupyter's rich display: name, URI, type, size, description."""
+        from .html import resource_html
+
+        return resource_html(self)
+
 
 def parse_resource(data: Any, server: str = "") -> Resource:
     """A :class:`Resource` from one entry of a ``resources/list`` result."""

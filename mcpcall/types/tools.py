@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ..errors import ToolError
 from ._record import many, mapping, optional_str, record, require, require_str
 from .content import ContentBlock, parse_content, text_of
 
-__all__ = ["CallToolResult", "Implementation", "Tool", "parse_call_result", "parse_tool"]
+__all__ = ["CallToolResult", "Implementation", "Tool", "ToolList", "parse_call_result", "parse_tool"]
+
+T = TypeVar("T")
 
 
 @record
@@ -56,6 +58,28 @@ class Tool:
         """``title``, then ``annotations.title``, then ``name`` (the spec's order)."""
         title = self.title or self.annotations.get("title")
         return title if isinstance(title, str) and title else self.name
+
+    def _repr_html_(self) -> str:
+        """Jupyter's rich display: name, title, description, parameters (required marked)."""
+        from .html import tool_html
+
+        return tool_html(self)
+
+
+class ToolList(list[T], Generic[T]):
+    """A ``list`` of tools (what ``list_tools()`` and ``ToolRegistry.tools()`` return) that Jupyter shows as a table.
+
+    In every other way it is a plain list: it compares equal to one, and
+    slicing or copying it gives one.
+    """
+
+    __slots__ = ()
+
+    def _repr_html_(self) -> str:
+        """Jupyter's rich display: a table of name, description and parameters (required marked ``*``)."""
+        from .html import tools_html
+
+        return tools_html(self)
 
 
 def parse_tool(data: Any, server: str = "") -> Tool:
@@ -107,6 +131,12 @@ class CallToolResult:
                 name += f" of server {self.server!r}"
             raise ToolError(f"{name} reported an error: {self.text or '(no message)'}", self)
         return self
+
+    def _repr_html_(self) -> str:
+        """Jupyter's rich display: each block (text escaped, safe images inline) and the structured content."""
+        from .html import result_html
+
+        return result_html(self)
 
 
 def parse_call_result(data: dict[str, Any], tool: str = "", server: str = "") -> CallToolResult:
