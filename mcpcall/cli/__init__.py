@@ -1,0 +1,73 @@
+"""The ``mcpcall`` command: talk to MCP servers from a shell.
+
+::
+
+    mcpcall [OPTIONS] servers [--check]
+    mcpcall [OPTIONS] tools [SERVER]
+    mcpcall [OPTIONS] call [SERVER] TOOL [JSON | key=value ...]
+    mcpcall [OPTIONS] resources [SERVER]
+    mcpcall [OPTIONS] read [SERVER] URI
+    mcpcall [OPTIONS] prompts [SERVER]
+    mcpcall [OPTIONS] get-prompt [SERVER] NAME [JSON | key=value ...]
+    mcpcall [OPTIONS] ping [SERVER]
+    mcpcall [OPTIONS] info [SERVER]
+    mcpcall demo
+
+The older order, SERVER first (``mcpcall SERVER tools``, ``mcpcall SERVER call
+TOOL k=v``), works as well.
+
+SERVER is a server's name in the config file (``--config FILE``, else the
+first of ``.mcp.json``, ``.vscode/mcp.json``, ``.cursor/mcp.json`` here,
+``~/.cursor/mcp.json`` or Claude Desktop's, looked at only when a command
+needs it), a command line in one argument (``"npx -y @pkg/server"``) or a URL
+(``https://host/mcp``). Without one: the only server of ``--config``, every
+server for ``tools`` (when there is a config), else the bundled demo server.
+``key=value`` values are read as JSON when they parse (``n=3``, ``flag=true``)
+unless the tool's schema says the argument is a string.
+
+Exit status: 0 success, 1 the tool reported an error (isError), 2 bad usage or
+configuration, 3 the server failed (could not start, closed, broke the
+protocol; for ``tools`` and ``servers --check`` over a config: any server), 4
+timeout, 5 the server answered with a JSON-RPC error, 74 the output could not
+be written (a full disk), 141 the reader of the output went away (``mcpcall
+tools | head -1``: 128 + SIGPIPE, as shells report it; nothing is printed).
+
+Modules: :mod:`.words` (options and words), :mod:`.targets` (which server),
+:mod:`.commands` (one server), :mod:`.multi` (every server of a config),
+:mod:`.progress` (progress bars), :mod:`.output` (stdout and exit codes),
+:mod:`.app` (``main``).
+"""
+
+from __future__ import annotations
+
+from .app import main, main_exit
+from .output import (
+    EXIT_BROKEN_PIPE,
+    EXIT_OK,
+    EXIT_OUTPUT,
+    EXIT_RPC,
+    EXIT_SERVER,
+    EXIT_TIMEOUT,
+    EXIT_TOOL_ERROR,
+    EXIT_USAGE,
+)
+from .targets import demo_command
+from .words import COMMANDS, parse_arguments, parse_prompt_arguments, parse_value
+
+__all__ = [
+    "COMMANDS",
+    "EXIT_BROKEN_PIPE",
+    "EXIT_OK",
+    "EXIT_OUTPUT",
+    "EXIT_RPC",
+    "EXIT_SERVER",
+    "EXIT_TIMEOUT",
+    "EXIT_TOOL_ERROR",
+    "EXIT_USAGE",
+    "demo_command",
+    "main",
+    "main_exit",
+    "parse_arguments",
+    "parse_prompt_arguments",
+    "parse_value",
+]

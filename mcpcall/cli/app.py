@@ -1,0 +1,187 @@
+"""``main``: from argv to an exit status; every error becomes one line on stderr and its status."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from .. import connect
+from ..config import find_config
+from ..errors import ConfigError, MCPError, RequestTimeout, RPCError
+from .commands import COMMANDS_ON_ONE_SERVER, check_no_words, demo
+from .multi import servers_command, tools_everywhere
+from .output import (
+    EXIT_BROKEN_PIPE,
+    EXIT_OUTPUT,
+    EXIT_RPC,
+    EXIT_SERVER,
+    EXIT_TIMEOUT,
+    EXIT_USAGE,
+    Output,
+    OutputClosed,
+    OutputFailed,
+    discard_rest,
+    flushed,
+    say,
+)
+from .targets import Configs, Target, pick_target
+from .words import COMMANDS, UsageError, build_parser, split_words
+
+__all__ = ["main", "main_exit"]
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Run the command line; returns the exit status.
+
+    ``out`` (default: ``sys.stdout``) gets the results. When its reader goes
+    away (``mcpcall tools | head -1``) nothing more is printed, ``sys.stdout``
+    is pointed at /dev/null, and the status is :data:`EXIT_BROKEN_PIPE` (141).
+    """
+    stream = sys.stdout if out is None else out
+    output = Output(stream)
+    try:
+        code = _main(argv, output)
+        output.flush()
+    except OutputClosed:
+        discard_rest(stream)
+        return EXIT_BROKEN_PIPE
+    except OutputFailed as exc:
+        discard_rest(stream)
+        say(f"mcpcall: cannot write the output: {exc}\n")
+        return EXIT_OUTPUT
+    return code
+
+
+def main_exit() -> None:
+    """Entry point of the ``mcpcall`` console script."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # a reader gone in a way main() did not see: still quiet, still 141
+        discard_rest(sys.stdout)
+        code = EXIT_BROKEN_PIPE
+    sys.exit(code)
+
+
+def _config_note(argv: Sequence[str]) -> str:
+    """For ``--help``: the config file a command would use."""
+    explicit = None
+    for i, word in enumerate(argv):
+        if word == "--config" and i + 1 < len(argv):
+            explicit = argv[i + 1]
+        elif word.startswith("--config="):
+            explicit = word.split("=", 1)[1]
+    if explicit is not None:
+        return f"config: {explicit} (--config)"
+    try:
+        found = find_config()
+    except OSError:
+        found = None
+    return f"config: {found} (found)" if found else "config: none found (looked for .mcp.json, .vscode/mcp.json, " \
+        ".cursor/mcp.json here, ~/.cursor/mcp.json, Claude Desktop's config)"
+
+
+def _pairs(values: Sequence[str], sep: str, option: str, form: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for pair in values:
+        key, has, value = pair.partition(sep)
+        if not has or not key.strip():
+            raise ConfigError(f"{option} takes {form}, not {pair!r}")
+        found[key.strip() if sep == ":" else key] = value.strip() if sep == ":" else value
+    return found
+
+
+def _connect_options(args: argparse.Namespace) -> dict[str, Any]:
+    """What the options ask of every connect (no timeout: each caller sets that)."""
+    options: dict[str, Any] = {"protocol": args.protocol}
+    env = _pairs(args.env, "=", "--env", "K=V")
+    headers = _pairs(args.header, ":", "--header", "NAME:VALUE")
+    bearer = args.bearer or os.environ.get("MCPCALL_BEARER") or None
+    if env:
+        options["env"] = env
+    if headers:
+        options["headers"] = headers
+    if bearer:
+        options["auth"] = bearer
+    if args.inherit_env:
+        options["inherit_env"] = True
+    if args.cwd is not None:
+        options["cwd"] = args.cwd
+    if args.stderr == "show":
+        options["stderr"] = "inherit"
+    return options
+
+
+def _run_on(target: Target, command: str, words: Sequence[str], args: argparse.Namespace, out: Output) -> int:
+    options = _connect_options(args)
+    if args.timeout is not None:
+        options["timeout"] = args.timeout
+    if target.config is not None:
+        client = target.config.connect(**options)
+    else:
+        options.setdefault("timeout", 60.0)
+        client = connect(target.spec, **options)
+    with client:
+        return COMMANDS_ON_ONE_SERVER[command](client, words, args.json, out)
+
+
+def _dispatch(args: argparse.Namespace, words: list[str], out: Output) -> int:
+    before, command, rest = split_words(words)
+    if args.check and command != "servers":
+        raise UsageError("--check goes with the servers command only")
+    if command == "demo":
+        check_no_words(command, rest if before is None else [before, *rest])
+        return demo(args.timeout or 60.0, args.protocol, out)
+    configs = Configs(args.config)
+    if command == "servers":
+        if before is not None:
+            raise UsageError(f"servers takes no SERVER; got {before!r}")
+        check_no_words(command, rest)
+        found = configs.servers(strict=True)
+        if found is None or configs.path is None:
+            raise ConfigError("no config file: give --config FILE, or write one of .mcp.json, .vscode/mcp.json, "
+                              ".cursor/mcp.json here, ~/.cursor/mcp.json (or Claude Desktop's)")
+        return servers_command(configs.path, found, args.check, args.timeout, _connect_options(args), args.json, out)
+    target, rest = pick_target(command, before, rest, configs)
+    if command in ("tools", "info", "resources", "prompts", "ping"):
+        check_no_words(command, rest)
+    if target is None:
+        return tools_everywhere(configs.enabled(), args.timeout, _connect_options(args), args.json, out)
+    return _run_on(target, command, rest, args, out)
+
+
+def _main(argv: Sequence[str] | None, out: Output) -> int:
+    words_in = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_config_note(words_in) if "-h" in words_in or "--help" in words_in else "")
+    try:
+        args = parser.parse_intermixed_args(words_in)
+    except SystemExit as exc:  # --help, --version (on stdout) or a usage error (on stderr)
+        flushed(sys.stderr)
+        if not flushed(sys.stdout):
+            return EXIT_BROKEN_PIPE
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    words: list[str] = list(args.words)
+    if not words:
+        parser.print_usage(sys.stderr)
+        say(f"mcpcall: error: name a command: {', '.join(COMMANDS)}\n")
+        return EXIT_USAGE
+    try:
+        return _dispatch(args, words, out)
+    except ConfigError as exc:
+        say(f"mcpcall: error: {exc}\n" if isinstance(exc, UsageError) else f"mcpcall: {exc}\n")
+        return EXIT_USAGE
+    except RequestTimeout as exc:
+        say(f"mcpcall: {str(exc).replace('raise timeout=', 'raise --timeout')}\n")
+        return EXIT_TIMEOUT
+    except RPCError as exc:
+        say(f"mcpcall: {exc}\n")
+        return EXIT_RPC
+    except MCPError as exc:
+        say(f"mcpcall: {exc}\n")
+        return EXIT_SERVER
+    except KeyboardInterrupt:
+        return 130
+

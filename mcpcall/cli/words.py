@@ -1,0 +1,172 @@
+"""The command line's words: options, commands, and tool or prompt arguments."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import math
+import shutil
+from collections.abc import Sequence
+from typing import Any
+
+from .. import __version__
+from ..config import is_url, redact_url
+from ..errors import ConfigError
+from ..types import Tool
+
+__all__ = ["COMMANDS", "UsageError", "build_parser", "looks_like_server", "parse_arguments", "parse_prompt_arguments", "parse_value",
+           "split_words"]
+
+COMMANDS = ("servers", "tools", "call", "resources", "read", "prompts", "get-prompt", "ping", "info", "demo")
+_NO_SERVER = ("demo", "servers")  # commands that take no SERVER
+_KNOWN = f"commands: {', '.join(COMMANDS)}"
+
+USAGE = "mcpcall [OPTIONS] COMMAND [SERVER] ARGS   (or, as before: mcpcall [OPTIONS] SERVER COMMAND ARGS)"
+DESCRIPTION = """\
+Talk to MCP servers: list and call tools, read resources, get prompts.
+
+commands:
+  servers [--check]                  the servers of the config (--check: connect to each)
+  tools [SERVER]                     a server's tools; with a config and no SERVER, every server's
+  call [SERVER] TOOL [JSON | k=v...] call a tool (a progress bar on stderr when it reports progress)
+  resources [SERVER]                 list resources
+  read [SERVER] URI                  read a resource
+  prompts [SERVER]                   list prompts
+  get-prompt [SERVER] NAME [k=v...]  a prompt's messages
+  ping [SERVER]                      round-trip time
+  info [SERVER]                      server name, protocol, capabilities
+  demo                               a tour of the bundled demo server
+
+SERVER is a name in the config file, a URL (https://host/mcp) or a command line in one argument
+("npx -y @pkg/server"). Without one: for tools, every server of the config (--config, else a found
+one); for the others, the only server of --config; else the bundled demo server."""
+
+
+class UsageError(ConfigError):
+    """The words of the command line make no command (shown as ``mcpcall: error: ...``, exit status 2)."""
+
+
+def build_parser(config_note: str) -> argparse.ArgumentParser:
+    """The option parser; ``config_note`` (which config file is used) goes into ``--help``."""
+    p = argparse.ArgumentParser(
+        prog="mcpcall",
+        usage=USAGE,
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"{config_note}\n"
+               "exit status: 0 ok, 1 tool error, 2 usage, 3 server failure, 4 timeout, 5 JSON-RPC error,\n"
+               "74 output not writable, 141 output pipe closed (| head)\n"
+               "progress bars: MCPCALL_PROGRESS=auto (default: on a terminal), plain, tqdm or off",
+    )
+    p.add_argument("words", nargs="*", metavar="COMMAND [SERVER] ARGS", help="see above")
+    p.add_argument("--config", metavar="FILE", help="a config file (mcpServers / VS Code servers); "
+                   "default: .mcp.json, .vscode/mcp.json, .cursor/mcp.json here, ~/.cursor/mcp.json, Claude Desktop's")
+    p.add_argument("--check", action="store_true", help="servers: connect to each (in parallel) and report")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--timeout", type=_seconds, default=None, help="seconds per request (default 60, or the config's; inf for none)")
+    p.add_argument("--protocol", default="auto", help="auto, legacy, modern, or an exact version")
+    p.add_argument("--env", action="append", default=[], metavar="K=V", help="set a variable for the server")
+    p.add_argument("--inherit-env", action="store_true", help="pass this whole environment to the server")
+    p.add_argument("--cwd", help="working directory of the server")
+    p.add_argument("--stderr", choices=("show", "hide"), default="hide", help="show the server's stderr")
+    p.add_argument("--header", action="append", default=[], metavar="NAME:VALUE", help="an HTTP header for a remote server")
+    p.add_argument("--bearer", metavar="TOKEN", help="a bearer token for a remote server (or MCPCALL_BEARER)")
+    p.add_argument("--version", action="version", version=f"mcpcall {__version__}")
+    return p
+
+
+def _seconds(text: str) -> float:
+    """``--timeout``: positive seconds, or ``inf``."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0:  # also NaN
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds (or inf for none), not {text!r}")
+    return value
+
+
+def parse_value(text: str, schema: dict[str, Any] | None) -> Any:
+    """A ``key=value`` value: JSON when it parses, unless the schema wants a string."""
+    if isinstance(schema, dict) and schema.get("type") == "string":
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _json_object(word: str) -> dict[str, Any]:
+    try:
+        value = json.loads(word)
+    except ValueError as exc:
+        raise ConfigError(f"the arguments are not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ConfigError("the JSON arguments must be an object")
+    return value
+
+
+def _pairs(words: Sequence[str]) -> list[tuple[str, str]]:
+    pairs: list[tuple[str, str]] = []
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"expected key=value or one JSON object, got {word!r}")
+        if any(key == k for k, _ in pairs):
+            raise ConfigError(f"argument {key!r} is given twice")
+        pairs.append((key, value))
+    return pairs
+
+
+def parse_arguments(words: Sequence[str], tool: Tool | None) -> dict[str, Any]:
+    """Tool arguments from one JSON object or from ``key=value`` words."""
+    if len(words) == 1 and words[0].lstrip().startswith("{"):
+        return _json_object(words[0])
+    props = tool.input_schema.get("properties", {}) if tool is not None else {}
+    return {key: parse_value(value, props.get(key) if isinstance(props, dict) else None) for key, value in _pairs(words)}
+
+
+def parse_prompt_arguments(words: Sequence[str]) -> dict[str, str]:
+    """Prompt arguments (strings, as MCP wants them) from one JSON object or ``key=value`` words."""
+    if len(words) == 1 and words[0].lstrip().startswith("{"):
+        value = _json_object(words[0])
+        bad = [key for key, item in value.items() if not isinstance(item, str)]
+        if bad:
+            raise ConfigError(f"prompt arguments are strings; {', '.join(map(repr, bad))} "
+                              f"{'is' if len(bad) == 1 else 'are'} not")
+        return value
+    return dict(_pairs(words))
+
+
+def did_you_mean(word: str) -> str:
+    """`` (did you mean 'tools'?)`` for a near miss of a command, else ``""``."""
+    close = difflib.get_close_matches(word.lower(), COMMANDS, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def looks_like_server(word: str) -> bool:
+    """A URL, a command line with arguments, or a path: no misspelt command."""
+    return is_url(word) or any(c.isspace() for c in word) or "/" in word
+
+
+def split_words(words: Sequence[str]) -> tuple[str | None, str, list[str]]:
+    """``COMMAND ARGS`` or ``SERVER COMMAND ARGS`` -> (server before the command or None, command, args).
+
+    A ConfigError says what is wrong: a misspelt command names the near miss and the known ones.
+    """
+    if words[0] in COMMANDS:
+        if words[0] in _NO_SERVER and len(words) > 1 and words[1] in COMMANDS:
+            return words[0], words[1], list(words[2:])  # a server named like a command: "mcpcall demo tools"
+        return None, words[0], list(words[1:])
+    if len(words) > 1 and words[1] in COMMANDS:
+        return words[0], words[1], list(words[2:])
+    first = words[0]
+    typo = did_you_mean(first)
+    if typo and not looks_like_server(first):
+        raise UsageError(f"unknown command {first!r}{typo}; {_KNOWN}")
+    if len(words) > 1:
+        raise UsageError(f"after server {redact_url(first)!r}: unknown command {words[1]!r}{did_you_mean(words[1])}; {_KNOWN}")
+    if looks_like_server(first) or shutil.which(first) is not None:
+        raise UsageError(f"no command after server {redact_url(first)!r}; {_KNOWN}")
+    raise UsageError(f"unknown command {first!r}; {_KNOWN}")
