@@ -314,7 +314,7 @@ def test_from_clients_and_call_raise_like_a_client() -> None:
         assert registry.call("mcp__mine__add", {"a": 2, "b": 2}).text == "4"
         with pytest.raises(mcpcall.RPCError):
             registry.call("mcp__mine__boom", {})
-        with pytest.raises(ConfigError, match="mcp__mine__ad"):
+        with pytest.raises(InvalidRequest, match="mcp__mine__ad"):
             registry.call("mcp__mine__ad", {})
     assert client.closed  # owned by the registry
 

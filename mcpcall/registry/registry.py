@@ -31,7 +31,7 @@ from typing import Any, Callable, Literal
 
 from ..client import Client
 from ..config import ServerConfig, is_url, load_config
-from ..errors import ConfigError, ConnectionClosed, ForkedClient, MCPError, RequestTimeout, RPCError
+from ..errors import ConfigError, ConnectionClosed, ForkedClient, InvalidRequest, MCPError, RequestTimeout, RPCError
 from ..forking import on_fork_in_child
 from ..types import CallToolResult, Tool, ToolList
 from ..types._record import record
@@ -282,9 +282,12 @@ class ToolRegistry:
         """The tools for Anthropic's Messages API."""
         return to_anthropic_tools(self._entries(timeout))
 
-    def to_gemini_tools(self, timeout: float | None = None) -> list[dict[str, Any]]:
-        """The tools as Gemini function declarations."""
-        return to_gemini_tools(self._entries(timeout))
+    def to_gemini_tools(self, timeout: float | None = None, *, wrap: bool = False,
+                        json_schema: bool = False) -> list[dict[str, Any]]:
+        """The tools as Gemini function declarations (``wrap=True``: as the ``tools`` entry,
+        ``[{"function_declarations": [...]}]``; ``json_schema=True``: plain JSON Schema in
+        ``parameters_json_schema``, with nothing dropped)."""
+        return to_gemini_tools(self._entries(timeout), wrap=wrap, json_schema=json_schema)
 
     def to_json_schema(self, timeout: float | None = None) -> list[dict[str, Any]]:
         """The tools with their input schemas untouched: ``{"name", "description", "input_schema"}``."""
@@ -319,11 +322,11 @@ class ToolRegistry:
     def resolve(self, name: str, timeout: float | None = None) -> tuple[str, str]:
         """``(server, tool)`` of an exposed name; listing servers not listed yet if needed.
 
-        Raises :class:`ConfigError` for a name no server has.
+        Raises :class:`~mcpcall.errors.InvalidRequest` for a name no server has.
         """
         found = self._resolve(name, monotonic() + (self.timeout if timeout is None else timeout))
         if found is None:
-            raise ConfigError(unknown_tool_text(name, self._names().names))
+            raise InvalidRequest(unknown_tool_text(name, self._names().names))
         return found
 
     def execute(self, tool_call: Any, timeout: float | None = None) -> dict[str, Any]:
