@@ -514,3 +514,11 @@ def test_any_argument_text_parses_or_is_reported(arguments: str) -> None:
     assert parsed.arguments is None or isinstance(parsed.arguments, dict)
     if parsed.error is not None:
         assert "\n" not in parsed.error or "\n" in arguments
+
+
+def test_gemini_ref_blowup_is_bounded() -> None:
+    # every level refers to the root twice: 2**depth nodes without a budget
+    schema = {"type": "object", "properties": {"a": {"$ref": "#"}, "b": {"$ref": "#"}, "c": {"$ref": "#"}}}
+    out = gemini_schema(schema, max_ref_depth=30)
+    assert len(json.dumps(out)) < 200_000
+    walk_gemini(out)

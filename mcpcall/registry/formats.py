@@ -121,6 +121,7 @@ _GEMINI_FORMATS = {"STRING": {"enum", "date-time"}, "NUMBER": {"float", "double"
 _COPIED = ("title", "description", "pattern", "default", "minimum", "maximum")
 _COUNTS = ("minItems", "maxItems", "minProperties", "maxProperties", "minLength", "maxLength")
 _EXCERPT = 40
+_MAX_NODES = 2000
 
 
 # ---------------------------------------------------------------- tools out
@@ -234,6 +235,7 @@ class _Gemini:
     def __init__(self, root: Mapping[str, Any], max_ref_depth: int) -> None:
         self.root = root
         self.max_ref_depth = max_ref_depth
+        self.budget = _MAX_NODES  # inlined $refs can multiply: past this many nodes, the rest is free-form
 
     def resolve(self, ref: Any) -> Mapping[str, Any] | None:
         if not isinstance(ref, str) or not ref.startswith("#"):
@@ -250,7 +252,8 @@ class _Gemini:
         return node if isinstance(node, Mapping) else None
 
     def convert(self, node: Any, refs: tuple[str, ...], depth: int) -> dict[str, Any]:
-        if not isinstance(node, Mapping) or depth > 64:
+        self.budget -= 1
+        if not isinstance(node, Mapping) or depth > 64 or self.budget < 0:
             return {}
         node = dict(node)
         while "$ref" in node:  # inline: the target, with the node's own keywords over it
