@@ -8,17 +8,14 @@ call into the tool message for the next turn, never raising at the model.
 
 Threads: the registry starts none of its own for calls. Calls go out as
 Futures on each server's client (``execute_many`` sends every call before it
-waits for any); only connecting runs on short-lived ``mcpcall-connect-<server>``
-threads, one per server being connected, each bounded by the caller's deadline.
-User code never runs on them. One lock guards the registry's tables (never
-held while waiting for a server); each server has a lock of its own that
-serialises its connects and restarts.
+waits for any); only connecting runs on short-lived threads (see
+:mod:`.servers`, which owns the servers, their connects and restarts). One
+lock guards the name table and is never held while waiting for a server.
 """
 
 from __future__ import annotations
 
 import logging
-import shlex
 import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,8 +27,8 @@ from time import monotonic
 from typing import Any, Callable, Literal
 
 from ..client import Client
-from ..config import ServerConfig, is_url, load_config
-from ..errors import ConfigError, ConnectionClosed, ForkedClient, InvalidRequest, MCPError, RequestTimeout, RPCError
+from ..config import load_config
+from ..errors import ConfigError, ConnectionClosed, InvalidRequest, MCPError, RequestTimeout, RPCError
 from ..forking import on_fork_in_child
 from ..types import CallToolResult, Tool, ToolList
 from ..types._record import record
@@ -47,14 +44,13 @@ from .formats import (
     unknown_tool_text,
 )
 from .names import NameTable, build_names, sanitize
+from .servers import ServerPool, ServerState, short
 from .stats import StatsKeeper, ToolStats
 
 __all__ = ["RegisteredTool", "ToolRegistry"]
 
 log = logging.getLogger("mcpcall.registry")
 
-_FIRST_BACKOFF = 0.5  # seconds before the second restart attempt; doubled each time
-_COOLDOWN = 60.0  # after max_restarts failed attempts in a row, one more try at most this often
 Patterns = Mapping[str, Sequence[str]]
 
 
@@ -65,25 +61,6 @@ class RegisteredTool:
     name: str
     server: str
     tool: Tool = field(repr=False)
-
-
-class _Server:
-    """One server's state; ``lock`` serialises its connects (held while connecting, never with the registry's lock)."""
-
-    def __init__(self, name: str, config: ServerConfig | None, client: Client | None) -> None:
-        self.name = name
-        self.config = config
-        self.client = client
-        self.lock = threading.Lock()
-        self.tools: list[Tool] | None = None
-        self.stale = False  # the server said its tools changed
-        self.failures = 0  # connect attempts that failed in a row
-        self.retry_at = 0.0
-        self.error: BaseException | None = None
-        self.ever_connected = client is not None
-
-    def alive(self) -> bool:
-        return self.client is not None and self.client.alive
 
 
 class _Outcome:
@@ -149,18 +126,16 @@ class ToolRegistry:
         self.prefix = prefix
         self.separator = separator
         self.timeout = float(timeout)
-        self.max_restarts = max_restarts
         self._allow = _patterns(allow, "allow")
         self._deny = _patterns(deny, "deny")
-        self._options = dict(connect_options or {})
-        self._lock = threading.Lock()
-        self._servers: dict[str, _Server] = {}
+        self._lock = threading.Lock()  # guards the name table
         self._table: NameTable | None = None
         self._stats = StatsKeeper()
-        self._closed = False
+        self._pool = ServerPool(timeout=self.timeout, max_restarts=max_restarts, connect_options=connect_options or {},
+                                changed=self._forget_names)
+        on_fork_in_child(self, _fresh_in_child(weakref.ref(self)))
         for name, server in (servers or {}).items():
             self.add_server(name, server)
-        on_fork_in_child(self, _forget_in_child(weakref.ref(self)))
         if not lazy:
             self.connect_all()
 
@@ -176,8 +151,7 @@ class ToolRegistry:
         return cls(named, **options)
 
     def __repr__(self) -> str:
-        with self._lock:
-            names = list(self._servers)
+        names = self._pool.names()
         return f"<mcpcall.ToolRegistry {len(names)} servers: {', '.join(names)}>"
 
     def __enter__(self) -> ToolRegistry:  # noqa: PYI034
@@ -190,39 +164,23 @@ class ToolRegistry:
 
     def add_server(self, name: str, server: Any) -> None:
         """Add a server (as in the constructor); its name must be new."""
-        if not isinstance(name, str) or not name:
-            raise ConfigError(f"a server name must be a non-empty string, not {name!r}")
-        if isinstance(server, Client):
-            state = _Server(name, None, server)
-        elif isinstance(server, ServerConfig):
-            state = _Server(name, server, None)
-        else:
-            state = _Server(name, _config(name, server), None)
-        with self._lock:
-            if self._closed:
-                raise ConfigError("the registry is closed")
-            if name in self._servers:
-                raise ConfigError(f"server {name!r} is in the registry already")
-            self._servers[name] = state
-            self._table = None
+        self._pool.add(name, server)
+        self._forget_names()
 
     @property
     def servers(self) -> list[str]:
         """The servers' names, in the order they were added."""
-        with self._lock:
-            return list(self._servers)
+        return self._pool.names()
 
     @property
     def errors(self) -> dict[str, BaseException]:
         """The last connect error of each server that is not connected now."""
-        with self._lock:
-            states = list(self._servers.values())
-        return {s.name: s.error for s in states if s.error is not None and not s.alive()}
+        return self._pool.errors()
 
     def client(self, server: str, timeout: float | None = None) -> Client:
         """The connected client of ``server`` (connecting or restarting it if needed)."""
-        state = self._state(server)
-        return self._connected(state, monotonic() + self._seconds(timeout, state))
+        state = self._pool.get(server)
+        return self._pool.connected(state, monotonic() + self._pool.seconds(timeout, state))
 
     def connect_all(self, timeout: float | None = None) -> dict[str, BaseException]:
         """Connect every server not yet connected, in parallel, within ``timeout`` in all.
@@ -230,26 +188,19 @@ class ToolRegistry:
         Returns the errors by server name (empty when all connected); one
         server's failure never stops the others.
         """
-        with self._lock:
-            states = list(self._servers.values())
+        states = self._pool.states()
         deadline = monotonic() + (self.timeout if timeout is None else timeout)
-        self._connect_many([s for s in states if not s.alive() or s.tools is None or s.stale], deadline)
+        self._pool.connect_many([s for s in states if not s.alive() or s.tools is None or s.stale], deadline)
         return {s.name: s.error for s in states if s.error is not None and not s.alive()}
 
     def close(self) -> None:
         """Close every server's client (idempotent). Calls in flight fail as error messages."""
-        with self._lock:
-            self._closed = True
-            states = list(self._servers.values())
-        for state in states:
-            # No wait for a connect under way: it sees the registry closed and closes what it made.
-            client, state.client = state.client, None
-            if client is not None:
-                client.close()
+        self._pool.close()
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        """True once :meth:`close` was called."""
+        return self._pool.closed
 
     # -- tools --------------------------------------------------------------------------------
 
@@ -264,8 +215,7 @@ class ToolRegistry:
 
     def _registered(self) -> ToolList[RegisteredTool]:
         table = self._names()
-        with self._lock:
-            states = list(self._servers.values())
+        states = self._pool.states()
         return ToolList(RegisteredTool(table.name_of(s.name, tool.name), s.name, tool)
                         for s in states for tool in self._visible(s))
 
@@ -305,16 +255,16 @@ class ToolRegistry:
     def call(self, name: str, arguments: Mapping[str, Any] | None = None, timeout: float | None = None) -> CallToolResult:
         """Call a tool by its exposed name and return its result (errors raise, as with a client)."""
         server, tool = self.resolve(name, timeout)
-        state = self._state(server)
-        seconds = self._seconds(timeout, state)
+        state = self._pool.get(server)
+        seconds = self._pool.seconds(timeout, state)
         deadline = monotonic() + seconds
-        client = self._connected(state, deadline)
+        client = self._pool.connected(state, deadline)
         started = monotonic()
         try:
             result = client.call_tool(tool, arguments, timeout=max(deadline - monotonic(), 1e-3))
         except BaseException as exc:
-            self._failed(state, exc)
-            self._stats.record(name, server, tool, monotonic() - started, _short(exc), isinstance(exc, RequestTimeout))
+            self._pool.failed(state, exc)
+            self._stats.record(name, server, tool, monotonic() - started, short(exc), isinstance(exc, RequestTimeout))
             raise
         self._stats.record(name, server, tool, monotonic() - started, "isError" if result.is_error else None)
         return result
@@ -358,13 +308,13 @@ class ToolRegistry:
         for outcome in outcomes:
             self._route(outcome, deadline, waiting, orphans)
         if orphans:
-            for state in self._unlisted():
+            for state in self._pool.unlisted():
                 waiting.setdefault(state.name, [])
         if waiting:
-            states = [self._state(name) for name in waiting]
+            states = [self._pool.get(name) for name in waiting]
             gate = threading.Lock()  # a connect that finishes after the deadline sends nothing
 
-            def after(state: _Server) -> None:
+            def after(state: ServerState) -> None:
                 with gate:
                     for outcome in waiting[state.name]:
                         if outcome.message is None and outcome.future is None:
@@ -374,13 +324,13 @@ class ToolRegistry:
                                 log.error("placing a call of %r failed", outcome.name, exc_info=exc)
                                 self._fail(outcome, f"tool {outcome.name!r} was not called: {type(exc).__name__}")
 
-            self._connect_many(states, deadline, then=after)
+            self._pool.connect_many(states, deadline, then=after)
             with gate:
                 for state in states:  # connects that ran out of time
                     for outcome in waiting[state.name]:
                         if outcome.future is None and outcome.message is None:
                             self._fail(outcome, f"tool {outcome.name!r} was not called: "
-                                                f"{self._down_text(state, deadline)}", timeout=True)
+                                                f"{self._pool.down_text(state, deadline)}", timeout=True)
         for outcome in orphans:
             self._place(outcome, None, deadline)
         return [self._finish(outcome, deadline) for outcome in outcomes]
@@ -390,7 +340,7 @@ class ToolRegistry:
     def _route(self, outcome: _Outcome, deadline: float, waiting: dict[str, list[_Outcome]], orphans: list[_Outcome]) -> None:
         """Send the call at once if its server is up and listed; else queue it behind that server's connect."""
         parsed = outcome.parsed
-        if self._closed:
+        if self._pool.closed:
             self._fail(outcome, "the tool registry was closed")
             return
         if parsed.error is not None:
@@ -399,15 +349,14 @@ class ToolRegistry:
             return
         found = self._names().lookup(parsed.name)
         if found is not None:
-            state = self._state(found[0])
+            state = self._pool.get(found[0])
             if state.alive() and not state.stale and not state.lock.locked():
                 outcome.server, outcome.tool = found
                 self._send(outcome, state, deadline)
                 return
             waiting.setdefault(state.name, []).append(outcome)
             return
-        with self._lock:
-            states = list(self._servers.values())
+        states = self._pool.states()
         hinted = [s for s in states if parsed.name.startswith(self._stem(s.name))
                   and (s.tools is None or s.stale or not s.alive())]
         if hinted:
@@ -415,26 +364,26 @@ class ToolRegistry:
         else:
             orphans.append(outcome)
 
-    def _place(self, outcome: _Outcome, state: _Server | None, deadline: float) -> None:
+    def _place(self, outcome: _Outcome, state: ServerState | None, deadline: float) -> None:
         """After ``state`` (None: every server) connected or failed: look the name up again, then send."""
-        if self._closed:
+        if self._pool.closed:
             self._fail(outcome, "the tool registry was closed")
             return
         found = self._names().lookup(outcome.name)
         if found is None:
             if state is not None and not state.alive():
-                self._fail(outcome, f"tool {outcome.name!r} was not called: {self._down_text(state, deadline)}")
+                self._fail(outcome, f"tool {outcome.name!r} was not called: {self._pool.down_text(state, deadline)}")
             else:
                 self._fail(outcome, unknown_tool_text(outcome.name, self._names().names))
             return
         outcome.server, outcome.tool = found
-        target = self._state(found[0])
+        target = self._pool.get(found[0])
         self._send(outcome, target, deadline)
 
-    def _send(self, outcome: _Outcome, state: _Server, deadline: float) -> None:
+    def _send(self, outcome: _Outcome, state: ServerState, deadline: float) -> None:
         client = state.client
         if client is None or not client.alive:
-            self._fail(outcome, f"tool {outcome.name!r} was not called: {self._down_text(state, deadline)}")
+            self._fail(outcome, f"tool {outcome.name!r} was not called: {self._pool.down_text(state, deadline)}")
             return
         left = deadline - monotonic()
         if left <= 0:
@@ -445,8 +394,8 @@ class ToolRegistry:
         try:
             outcome.future = client.call_tool_future(outcome.tool, outcome.parsed.arguments, timeout=left)
         except MCPError as exc:  # the client closed meanwhile, a request that cannot be encoded, …
-            self._failed(state, exc)
-            self._fail(outcome, f"tool {outcome.tool!r} of server {state.name!r} could not be called: {_short(exc)}")
+            self._pool.failed(state, exc)
+            self._fail(outcome, f"tool {outcome.tool!r} of server {state.name!r} could not be called: {short(exc)}")
 
     def _finish(self, outcome: _Outcome, deadline: float) -> dict[str, Any]:
         if outcome.message is not None:
@@ -460,14 +409,14 @@ class ToolRegistry:
             seconds = deadline - outcome.started
             return self._done(outcome, f"{what} timed out after {seconds:.3g} s; it was cancelled", timeout=True)
         except ConnectionClosed as exc:
-            state = self._state(outcome.server)
-            self._failed(state, exc)
+            state = self._pool.get(outcome.server)
+            self._pool.failed(state, exc)
             return self._done(outcome, f"{what} failed: server {outcome.server!r} went away "
-                                       f"({_short(exc)}); it will be restarted on the next call")
+                                       f"({short(exc)}); it will be restarted on the next call")
         except RPCError as exc:
             return self._done(outcome, f"{what} failed: {exc.message} (JSON-RPC error {exc.code})")
         except MCPError as exc:
-            return self._done(outcome, f"{what} failed: {_short(exc)}")
+            return self._done(outcome, f"{what} failed: {short(exc)}")
         except BaseException as exc:
             log.error("%s failed unexpectedly", what, exc_info=exc)
             return self._done(outcome, f"{what} failed: {type(exc).__name__}")
@@ -489,7 +438,7 @@ class ToolRegistry:
 
     # -- names ----------------------------------------------------------------------------------
 
-    def _visible(self, state: _Server) -> list[Tool]:
+    def _visible(self, state: ServerState) -> list[Tool]:
         tools = state.tools or []
         allow = self._allow.get(state.name, self._allow.get("*"))
         deny = list(self._deny.get(state.name, ())) + list(self._deny.get("*", ()))
@@ -501,7 +450,7 @@ class ToolRegistry:
         with self._lock:
             table = self._table
             if table is None:
-                pairs = [(s.name, t.name) for s in self._servers.values() for t in self._visible(s)]
+                pairs = [(s.name, t.name) for s in self._pool.states() for t in self._visible(s)]
                 table = self._table = build_names(pairs, prefix=self.prefix, separator=self.separator)
                 for collision in table.collisions:
                     log.warning("tools %s would all be named %r: each got a hash suffix",
@@ -510,213 +459,42 @@ class ToolRegistry:
 
     def _resolve(self, name: str, deadline: float) -> tuple[str, str] | None:
         """``(server, tool)`` for an exposed name, listing the servers it may belong to if needed."""
-        with self._lock:
-            states = list(self._servers.values())
+        states = self._pool.states()
         stale = [s for s in states if s.stale]
         if stale:
-            self._connect_many(stale, deadline)
+            self._pool.connect_many(stale, deadline)
         found = self._names().lookup(name)
         if found is not None:
             return found
-        unlisted = self._unlisted()
+        unlisted = self._pool.unlisted()
         hinted = [s for s in unlisted if name.startswith(self._stem(s.name))]
         for group in (hinted, [s for s in unlisted if s not in hinted]):
             if group:
-                self._connect_many(group, deadline)
+                self._pool.connect_many(group, deadline)
                 found = self._names().lookup(name)
                 if found is not None:
                     return found
         return None
 
-    def _unlisted(self) -> list[_Server]:
+    def _forget_names(self) -> None:
+        """A tool list changed: the names are made again when next needed."""
         with self._lock:
-            return [s for s in self._servers.values() if s.tools is None]
+            self._table = None
 
     def _stem(self, server: str) -> str:
         head = f"{self.prefix}{self.separator}" if self.prefix else ""
         return f"{head}{sanitize(server)}{self.separator}"
 
-    # -- connecting ---------------------------------------------------------------------------
+def _fresh_in_child(ref: weakref.ref[ToolRegistry]) -> Callable[[], None]:
+    """In a forked child: a lock of its own (a parent's thread may have held it) and no parent's stats."""
 
-    def _state(self, server: str) -> _Server:
-        with self._lock:
-            state = self._servers.get(server)
-        if state is None:
-            raise ConfigError(f"no server {server!r} in the registry; servers: {', '.join(self.servers) or '(none)'}")
-        return state
-
-    def _seconds(self, timeout: float | None, state: _Server) -> float:
-        if timeout is not None:
-            return timeout
-        if state.config is not None and state.config.timeout is not None:
-            return state.config.timeout
-        return self.timeout
-
-    def _connect_many(self, states: Sequence[_Server], deadline: float,
-                      then: Callable[[_Server], None] | None = None) -> None:
-        """Connect (and list) ``states`` in parallel, one short-lived thread each, waiting at most until ``deadline``."""
-
-        def one(state: _Server) -> None:
-            try:
-                self._connected(state, deadline)
-            except BaseException as exc:  # noqa: BLE001 - kept in state.error; the callers make messages of it
-                log.debug("server %r did not connect: %s", state.name, _short(exc))
-            if then is not None:
-                then(state)
-
-        if len(states) == 1:
-            one(states[0])
-            return
-        threads = [threading.Thread(target=one, args=(s,), name=f"mcpcall-connect-{s.name}", daemon=True) for s in states]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(max(deadline - monotonic(), 0.0))
-
-    def _connected(self, state: _Server, deadline: float) -> Client:
-        """``state``'s client, up and listed; connected or restarted here if need be (bounded by ``deadline``)."""
-        if not state.lock.acquire(timeout=max(deadline - monotonic(), 0.0)):
-            raise RequestTimeout(f"server {state.name!r} is still connecting (by another caller)")
-        try:
-            if self._closed:
-                raise ConnectionClosed("the tool registry was closed")
-            client = state.client
-            if client is None or not client.alive:
-                client = self._reconnect(state, deadline)
-            if state.tools is None or state.stale:
-                state.stale = False
-                try:
-                    state.tools = client.list_tools(timeout=max(deadline - monotonic(), 1e-3))
-                except BaseException as exc:
-                    state.error = exc
-                    state.stale = True
-                    raise
-                with self._lock:
-                    self._table = None
-            return client
-        finally:
-            state.lock.release()
-
-    def _reconnect(self, state: _Server, deadline: float) -> Client:
-        """Connect ``state`` for the first time or after it died (with backoff between failures); lock held."""
-        old, state.client = state.client, None
-        if old is not None:
-            old.close()
-        if state.config is None:
-            exc: BaseException = ConnectionClosed(f"server {state.name!r} is gone and cannot be restarted "
-                                                  "(it was given to the registry as a connected client)")
-            state.error = exc
-            raise exc
-        wait = state.retry_at - monotonic()
-        if wait > 0:
-            raise ConnectionClosed(f"server {state.name!r} is down ({_short(state.error)}); "
-                                   f"the next attempt to start it is in {wait:.1f} s")
-        seconds = deadline - monotonic()
-        if seconds <= 0:
-            raise RequestTimeout(f"no time left to connect to server {state.name!r}")
-        if state.ever_connected:
-            log.warning("server %r is gone; restarting it", state.name)
-        try:
-            client = state.config.connect(**{**self._options, "timeout": min(seconds, self._seconds(None, state))})
-        except BaseException as exc:
-            state.failures += 1
-            state.error = exc
-            delay = _COOLDOWN if state.failures >= self.max_restarts else _FIRST_BACKOFF * 2 ** (state.failures - 1)
-            state.retry_at = monotonic() + min(delay, _COOLDOWN)
-            raise
-        state.client, state.failures, state.error, state.ever_connected = client, 0, None, True
-        if self._closed:  # close() ran while this connected: whichever of us comes second closes it
-            state.client = None
-            client.close()
-            raise ConnectionClosed("the tool registry was closed")
-        state.tools = None
-        self._watch(state, client, deadline)
-        return client
-
-    def _watch(self, state: _Server, client: Client, deadline: float) -> None:
-        """Re-list ``state``'s tools after the server says they changed."""
-        tools = client.capabilities.get("tools")
-        if not (isinstance(tools, dict) and tools.get("listChanged")):
-            return
-
-        def changed(_event: Any) -> None:
-            state.stale = True  # a flag only: this runs on the client's callbacks thread
-            with self._lock:
-                self._table = None
-
-        try:
-            client.subscribe(tools=True, on_change=changed, timeout=min(5.0, max(deadline - monotonic(), 0.5)))
-        except MCPError as exc:
-            log.debug("server %r: no tool change notifications (%s)", state.name, exc)
-
-    def _failed(self, state: _Server, exc: BaseException) -> None:
-        """Note a failure seen by a call: a dead server is restarted on the next call."""
-        if isinstance(exc, (ConnectionClosed, ForkedClient)):
-            state.error = exc
-
-    def _down_text(self, state: _Server, deadline: float) -> str:
-        if state.error is None and monotonic() >= deadline:
-            return f"server {state.name!r} did not connect in time"
-        text = f"server {state.name!r} is not available: {_short(state.error)}"
-        wait = state.retry_at - monotonic()
-        if wait > 0 and state.failures:
-            text += f"; the next attempt to start it is in {wait:.1f} s"
-        return text
-
-
-def _forget_in_child(ref: weakref.ref[ToolRegistry]) -> Callable[[], None]:
-    """In a forked child (gunicorn ``--preload``, Celery prefork): let go of the parent's clients.
-
-    Their servers belong to the parent (each client's own hook gives up its
-    descriptors); the child connects its own on first use. Locks are made
-    anew: a parent's thread may have held one at the fork.
-    """
-
-    def forget() -> None:
+    def fresh() -> None:
         registry = ref()
-        if registry is None:
-            return
-        registry._lock = threading.Lock()
-        registry._stats = StatsKeeper()
-        for state in registry._servers.values():
-            state.lock = threading.Lock()
-            if state.client is not None and state.config is not None:
-                state.client = None  # reconnected in this process on first use
-            state.failures, state.retry_at = 0, 0.0
+        if registry is not None:
+            registry._lock = threading.Lock()
+            registry._stats = StatsKeeper()
 
-    return forget
-
-
-def _config(name: str, server: Any) -> ServerConfig:
-    """A :class:`ServerConfig` of an ``mcpServers``-style entry, a URL, a command line or an argv list."""
-    if isinstance(server, Mapping):
-        configs = load_config({"mcpServers": {name: dict(server)}})
-        if name not in configs:
-            raise ConfigError(f"server {name!r} is disabled in its entry")
-        return configs[name]
-    if isinstance(server, str):
-        if is_url(server):
-            return ServerConfig(name, {"url": server})
-        try:
-            argv = shlex.split(server)
-        except ValueError as exc:
-            raise ConfigError(f"server {name!r}: its command line cannot be split ({exc})") from None
-    elif isinstance(server, Sequence) and all(isinstance(word, str) for word in server):
-        argv = list(server)
-    else:
-        raise ConfigError(f"server {name!r}: expected a config entry, a URL, a command line, an argv list or a "
-                          f"connected Client, not {type(server).__name__}")
-    if not argv:
-        raise ConfigError(f"server {name!r}: the command is empty")
-    return ServerConfig(name, {"command": argv[0], "args": argv[1:]})
-
-
-def _short(exc: BaseException | None) -> str:
-    """The first line of an error's message (no stderr tails), or its type."""
-    if exc is None:
-        return "unknown error"
-    text = str(exc).strip().split("\n", 1)[0]
-    return text or type(exc).__name__
+    return fresh
 
 
 def _patterns(value: Patterns | None, what: str) -> dict[str, tuple[str, ...]]:

@@ -1,0 +1,298 @@
+"""The servers behind a :class:`~mcpcall.registry.ToolRegistry`: connecting, listing, restarting.
+
+A :class:`ServerPool` keeps one :class:`ServerState` per server: its config, its
+client (None until first needed), its tools and how its last connects went.
+Connects run on the caller's thread, or in parallel on short-lived
+``mcpcall-connect-<server>`` threads (one per server being connected, each
+bounded by the caller's deadline); nothing else runs on them. One lock guards
+the pool's table and is never held while connecting; each server's own lock
+serialises its connects and restarts.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from time import monotonic
+from typing import Any, Callable
+
+from ..client import Client
+from ..config import ServerConfig, is_url, load_config
+from ..errors import ConfigError, ConnectionClosed, ForkedClient, MCPError, RequestTimeout
+from ..forking import on_fork_in_child
+from ..types import Tool
+
+__all__ = ["ServerPool", "ServerState", "short"]
+
+log = logging.getLogger("mcpcall.registry")
+
+_FIRST_BACKOFF = 0.5  # seconds before the second restart attempt; doubled each time
+_COOLDOWN = 60.0  # after max_restarts failed attempts in a row, one more try at most this often
+
+
+class ServerState:
+    """One server: ``lock`` serialises its connects (held while connecting, never with the pool's lock)."""
+
+    def __init__(self, name: str, config: ServerConfig | None, client: Client | None) -> None:
+        self.name = name
+        self.config = config
+        self.client = client
+        self.lock = threading.Lock()
+        self.tools: list[Tool] | None = None
+        self.stale = False  # the server said its tools changed
+        self.failures = 0  # connect attempts that failed in a row
+        self.retry_at = 0.0
+        self.error: BaseException | None = None
+        self.ever_connected = client is not None
+
+    def alive(self) -> bool:
+        """True while its client can take requests."""
+        return self.client is not None and self.client.alive
+
+
+class ServerPool:
+    """The servers of one registry, by name; thread-safe.
+
+    ``changed()`` is called (never under a lock of the pool, and possibly on a
+    client's callbacks thread) whenever a server's tool list changed or was
+    fetched anew.
+    """
+
+    def __init__(self, *, timeout: float, max_restarts: int, connect_options: Mapping[str, Any],
+                 changed: Callable[[], None]) -> None:
+        self.timeout = timeout
+        self.max_restarts = max_restarts
+        self._options = dict(connect_options)
+        self._changed = changed
+        self._lock = threading.Lock()
+        self._servers: dict[str, ServerState] = {}
+        self.closed = False
+        on_fork_in_child(self, _forget_in_child(weakref.ref(self)))
+
+    def add(self, name: str, server: Any) -> None:
+        """Add a server: a Client, a ServerConfig, an entry, a URL, a command line or an argv list."""
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"a server name must be a non-empty string, not {name!r}")
+        if isinstance(server, Client):
+            state = ServerState(name, None, server)
+        elif isinstance(server, ServerConfig):
+            state = ServerState(name, server, None)
+        else:
+            state = ServerState(name, _config(name, server), None)
+        with self._lock:
+            if self.closed:
+                raise ConfigError("the registry is closed")
+            if name in self._servers:
+                raise ConfigError(f"server {name!r} is in the registry already")
+            self._servers[name] = state
+
+    def names(self) -> list[str]:
+        """The servers' names, in the order they were added."""
+        with self._lock:
+            return list(self._servers)
+
+    def states(self) -> list[ServerState]:
+        with self._lock:
+            return list(self._servers.values())
+
+    def unlisted(self) -> list[ServerState]:
+        """Servers whose tools were never listed."""
+        return [s for s in self.states() if s.tools is None]
+
+    def errors(self) -> dict[str, BaseException]:
+        """The last connect error of each server that is not connected now."""
+        return {s.name: s.error for s in self.states() if s.error is not None and not s.alive()}
+
+    def close(self) -> None:
+        """Close every client (idempotent), without waiting on a connect under way."""
+        with self._lock:
+            self.closed = True
+            states = list(self._servers.values())
+        for state in states:
+            # A connect under way sees the pool closed and closes what it made.
+            client, state.client = state.client, None
+            if client is not None:
+                client.close()
+
+    def get(self, server: str) -> ServerState:
+        """The server called ``server``; a ConfigError naming the known ones if none is."""
+        with self._lock:
+            state = self._servers.get(server)
+        if state is None:
+            raise ConfigError(f"no server {server!r} in the registry; servers: {', '.join(self.names()) or '(none)'}")
+        return state
+
+    def seconds(self, timeout: float | None, state: ServerState) -> float:
+        """The timeout a call or connect of ``state`` gets: the caller's, else the config's, else the pool's."""
+        if timeout is not None:
+            return timeout
+        if state.config is not None and state.config.timeout is not None:
+            return state.config.timeout
+        return self.timeout
+
+    def connect_many(self, states: Sequence[ServerState], deadline: float,
+                      then: Callable[[ServerState], None] | None = None) -> None:
+        """Connect (and list) ``states`` in parallel, one short-lived thread each, waiting at most until ``deadline``."""
+
+        def one(state: ServerState) -> None:
+            try:
+                self.connected(state, deadline)
+            except BaseException as exc:  # noqa: BLE001 - kept in state.error; the callers make messages of it
+                log.debug("server %r did not connect: %s", state.name, short(exc))
+            if then is not None:
+                then(state)
+
+        if len(states) == 1:
+            one(states[0])
+            return
+        threads = [threading.Thread(target=one, args=(s,), name=f"mcpcall-connect-{s.name}", daemon=True) for s in states]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(max(deadline - monotonic(), 0.0))
+
+    def connected(self, state: ServerState, deadline: float) -> Client:
+        """``state``'s client, up and listed; connected or restarted here if need be (bounded by ``deadline``)."""
+        if not state.lock.acquire(timeout=max(deadline - monotonic(), 0.0)):
+            raise RequestTimeout(f"server {state.name!r} is still connecting (by another caller)")
+        try:
+            if self.closed:
+                raise ConnectionClosed("the tool registry was closed")
+            client = state.client
+            if client is None or not client.alive:
+                client = self._reconnect(state, deadline)
+            if state.tools is None or state.stale:
+                state.stale = False
+                try:
+                    state.tools = client.list_tools(timeout=max(deadline - monotonic(), 1e-3))
+                except BaseException as exc:
+                    state.error = exc
+                    state.stale = True
+                    raise
+                self._changed()
+            return client
+        finally:
+            state.lock.release()
+
+    def _reconnect(self, state: ServerState, deadline: float) -> Client:
+        """Connect ``state`` for the first time or after it died (with backoff between failures); lock held."""
+        old, state.client = state.client, None
+        if old is not None:
+            old.close()
+        if state.config is None:
+            exc: BaseException = ConnectionClosed(f"server {state.name!r} is gone and cannot be restarted "
+                                                  "(it was given to the registry as a connected client)")
+            state.error = exc
+            raise exc
+        wait = state.retry_at - monotonic()
+        if wait > 0:
+            raise ConnectionClosed(f"server {state.name!r} is down ({short(state.error)}); "
+                                   f"the next attempt to start it is in {wait:.1f} s")
+        seconds = deadline - monotonic()
+        if seconds <= 0:
+            raise RequestTimeout(f"no time left to connect to server {state.name!r}")
+        if state.ever_connected:
+            log.warning("server %r is gone; restarting it", state.name)
+        try:
+            client = state.config.connect(**{**self._options, "timeout": min(seconds, self.seconds(None, state))})
+        except BaseException as exc:
+            state.failures += 1
+            state.error = exc
+            delay = _COOLDOWN if state.failures >= self.max_restarts else _FIRST_BACKOFF * 2 ** (state.failures - 1)
+            state.retry_at = monotonic() + min(delay, _COOLDOWN)
+            raise
+        state.client, state.failures, state.error, state.ever_connected = client, 0, None, True
+        if self.closed:  # close() ran while this connected: whichever of us comes second closes it
+            state.client = None
+            client.close()
+            raise ConnectionClosed("the tool registry was closed")
+        state.tools = None
+        self._watch(state, client, deadline)
+        return client
+
+    def _watch(self, state: ServerState, client: Client, deadline: float) -> None:
+        """Re-list ``state``'s tools after the server says they changed."""
+        tools = client.capabilities.get("tools")
+        if not (isinstance(tools, dict) and tools.get("listChanged")):
+            return
+
+        def changed(_event: Any) -> None:
+            state.stale = True  # a flag only: this runs on the client's callbacks thread
+            self._changed()
+
+        try:
+            client.subscribe(tools=True, on_change=changed, timeout=min(5.0, max(deadline - monotonic(), 0.5)))
+        except MCPError as exc:
+            log.debug("server %r: no tool change notifications (%s)", state.name, exc)
+
+    def failed(self, state: ServerState, exc: BaseException) -> None:
+        """Note a failure seen by a call: a dead server is restarted on the next call."""
+        if isinstance(exc, (ConnectionClosed, ForkedClient)):
+            state.error = exc
+
+    def down_text(self, state: ServerState, deadline: float) -> str:
+        """Why ``state`` cannot take calls, in one line for a model."""
+        if state.error is None and monotonic() >= deadline:
+            return f"server {state.name!r} did not connect in time"
+        text = f"server {state.name!r} is not available: {short(state.error)}"
+        wait = state.retry_at - monotonic()
+        if wait > 0 and state.failures:
+            text += f"; the next attempt to start it is in {wait:.1f} s"
+        return text
+
+
+def _forget_in_child(ref: weakref.ref[ServerPool]) -> Callable[[], None]:
+    """In a forked child (gunicorn ``--preload``, Celery prefork): let go of the parent's clients.
+
+    Their servers belong to the parent (each client's own hook gives up its
+    descriptors); the child connects its own on first use. Locks are made
+    anew: a parent's thread may have held one at the fork.
+    """
+
+    def forget() -> None:
+        pool = ref()
+        if pool is None:
+            return
+        pool._lock = threading.Lock()
+        for state in pool._servers.values():
+            state.lock = threading.Lock()
+            if state.client is not None and state.config is not None:
+                state.client = None  # reconnected in this process on first use
+            state.failures, state.retry_at = 0, 0.0
+
+    return forget
+
+
+def _config(name: str, server: Any) -> ServerConfig:
+    """A :class:`ServerConfig` of an ``mcpServers``-style entry, a URL, a command line or an argv list."""
+    if isinstance(server, Mapping):
+        configs = load_config({"mcpServers": {name: dict(server)}})
+        if name not in configs:
+            raise ConfigError(f"server {name!r} is disabled in its entry")
+        return configs[name]
+    if isinstance(server, str):
+        if is_url(server):
+            return ServerConfig(name, {"url": server})
+        try:
+            argv = shlex.split(server)
+        except ValueError as exc:
+            raise ConfigError(f"server {name!r}: its command line cannot be split ({exc})") from None
+    elif isinstance(server, Sequence) and all(isinstance(word, str) for word in server):
+        argv = list(server)
+    else:
+        raise ConfigError(f"server {name!r}: expected a config entry, a URL, a command line, an argv list or a "
+                          f"connected Client, not {type(server).__name__}")
+    if not argv:
+        raise ConfigError(f"server {name!r}: the command is empty")
+    return ServerConfig(name, {"command": argv[0], "args": argv[1:]})
+
+
+def short(exc: BaseException | None) -> str:
+    """The first line of an error's message (no stderr tails), or its type."""
+    if exc is None:
+        return "unknown error"
+    text = str(exc).strip().split("\n", 1)[0]
+    return text or type(exc).__name__
