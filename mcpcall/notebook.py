@@ -20,7 +20,7 @@ So re-running a connect cell leaves one server, whatever still references the
 old client (using it raises :class:`~mcpcall.errors.ConnectionClosed`). Clients
 connected in the same cell execution never replace each other
 (``pool = [mcpcall.connect(spec) for _ in range(4)]`` keeps four), clients the
-registry connects are never touched, and nothing changes outside IPython. To
+registry connects or is given are never touched, and nothing changes outside IPython. To
 keep two clients of one server from different cells, give them different
 ``name=`` values; to turn the rule off, set ``mcpcall.notebook.replace_earlier
 = False``. The earlier clients are tracked through weak references only.
@@ -42,7 +42,7 @@ from .config import ServerConfig
 if TYPE_CHECKING:
     from .client import Client
 
-__all__ = ["claim", "ipython_shell", "replace_earlier"]
+__all__ = ["claim", "ipython_shell", "release", "replace_earlier"]
 
 log = logging.getLogger("mcpcall.notebook")
 
@@ -117,6 +117,17 @@ def claim(client: Client, spec: Any, caller: FrameType | None) -> Client:
         except Exception:  # the new client is connected: closing the old one must not undo that
             log.warning("server %r: closing the earlier client failed", client.name, exc_info=True)
     return client
+
+
+def release(client: Client) -> None:
+    """Never replace ``client`` again: it has an owner now (a :class:`~mcpcall.ToolRegistry` it was given to)."""
+    with _lock:
+        for key in list(_connected):
+            kept = [(ref, count) for ref, count in _connected[key] if ref() is not client]
+            if kept:
+                _connected[key] = kept
+            else:
+                del _connected[key]
 
 
 def _open(client: Client | None) -> bool:

@@ -44,7 +44,7 @@ from .formats import (
     unknown_tool_text,
 )
 from .names import NameTable, build_names, sanitize
-from .servers import ServerPool, ServerState, short
+from .servers import ServerPool, ServerState, model_text, short
 from .stats import StatsKeeper, ToolStats
 
 __all__ = ["RegisteredTool", "ToolRegistry"]
@@ -52,6 +52,7 @@ __all__ = ["RegisteredTool", "ToolRegistry"]
 log = logging.getLogger("mcpcall.registry")
 
 Patterns = Mapping[str, Sequence[str]]
+_MAX_RPC_TEXT = 500  # characters of a server's JSON-RPC error message passed on to the model
 
 
 @record
@@ -254,18 +255,26 @@ class ToolRegistry:
 
     def call(self, name: str, arguments: Mapping[str, Any] | None = None, timeout: float | None = None) -> CallToolResult:
         """Call a tool by its exposed name and return its result (errors raise, as with a client)."""
-        server, tool = self.resolve(name, timeout)
+        deadline = monotonic() + (self.timeout if timeout is None else timeout)  # one for the lookup and the call
+        found = self._resolve(name, deadline)
+        if found is None:
+            raise InvalidRequest(unknown_tool_text(name, self._names().names))
+        server, tool = found
         state = self._pool.get(server)
-        seconds = self._pool.seconds(timeout, state)
-        deadline = monotonic() + seconds
+        if timeout is None:
+            deadline = min(deadline, monotonic() + self._pool.seconds(None, state))
         client = self._pool.connected(state, deadline)
+        left = deadline - monotonic()
+        if left <= 0:
+            raise RequestTimeout(f"tool {tool!r} of server {server!r} was not called: no time left after connecting")
         started = monotonic()
         try:
-            result = client.call_tool(tool, arguments, timeout=max(deadline - monotonic(), 1e-3))
+            result = client.call_tool(tool, arguments, timeout=left)
         except BaseException as exc:
             self._pool.failed(state, exc)
             self._stats.record(name, server, tool, monotonic() - started, short(exc), isinstance(exc, RequestTimeout))
             raise
+        self._pool.succeeded(state)
         self._stats.record(name, server, tool, monotonic() - started, "isError" if result.is_error else None)
         return result
 
@@ -372,7 +381,8 @@ class ToolRegistry:
         found = self._names().lookup(outcome.name)
         if found is None:
             if state is not None and not state.alive():
-                self._fail(outcome, f"tool {outcome.name!r} was not called: {self._pool.down_text(state, deadline)}")
+                self._fail(outcome, f"tool {outcome.name!r} was not called: {self._pool.down_text(state, deadline)}",
+                           timeout=_timed_out(state, deadline))
             else:
                 self._fail(outcome, unknown_tool_text(outcome.name, self._names().names))
             return
@@ -383,7 +393,8 @@ class ToolRegistry:
     def _send(self, outcome: _Outcome, state: ServerState, deadline: float) -> None:
         client = state.client
         if client is None or not client.alive:
-            self._fail(outcome, f"tool {outcome.name!r} was not called: {self._pool.down_text(state, deadline)}")
+            self._fail(outcome, f"tool {outcome.name!r} was not called: {self._pool.down_text(state, deadline)}",
+                           timeout=_timed_out(state, deadline))
             return
         left = deadline - monotonic()
         if left <= 0:
@@ -395,7 +406,9 @@ class ToolRegistry:
             outcome.future = client.call_tool_future(outcome.tool, outcome.parsed.arguments, timeout=left)
         except MCPError as exc:  # the client closed meanwhile, a request that cannot be encoded, …
             self._pool.failed(state, exc)
-            self._fail(outcome, f"tool {outcome.tool!r} of server {state.name!r} could not be called: {short(exc)}")
+            log.warning("tool %r of server %r could not be called: %s", outcome.tool, state.name, exc)
+            self._fail(outcome, f"tool {outcome.tool!r} of server {state.name!r} could not be called: "
+                                f"{model_text(exc)}")
 
     def _finish(self, outcome: _Outcome, deadline: float) -> dict[str, Any]:
         if outcome.message is not None:
@@ -411,18 +424,23 @@ class ToolRegistry:
         except ConnectionClosed as exc:
             state = self._pool.get(outcome.server)
             self._pool.failed(state, exc)
+            log.warning("%s failed: %s", what, exc)
+            if self._pool.closed:
+                return self._done(outcome, f"{what} failed: the tool registry was closed")
             return self._done(outcome, f"{what} failed: server {outcome.server!r} went away "
-                                       f"({short(exc)}); it will be restarted on the next call")
-        except RPCError as exc:
-            return self._done(outcome, f"{what} failed: {exc.message} (JSON-RPC error {exc.code})")
+                                       f"({model_text(exc)}); it will be restarted on the next call")
+        except RPCError as exc:  # the server's own words about the call: the model may read them
+            return self._done(outcome, f"{what} failed: {exc.message[:_MAX_RPC_TEXT]} (JSON-RPC error {exc.code})")
         except MCPError as exc:
-            return self._done(outcome, f"{what} failed: {short(exc)}")
+            log.warning("%s failed: %s", what, exc)
+            return self._done(outcome, f"{what} failed: {model_text(exc)}")
         except BaseException as exc:
             log.error("%s failed unexpectedly", what, exc_info=exc)
             return self._done(outcome, f"{what} failed: {type(exc).__name__}")
         error = None
         if result.is_error:
             error = "isError"
+        self._pool.succeeded(self._pool.get(outcome.server))  # it answered: not a server in a crash loop
         self._stats.record(outcome.name, outcome.server, outcome.tool, outcome.elapsed(), error)
         return tool_message(outcome.parsed, text=result_text(result), is_error=result.is_error, result=result)
 
@@ -431,9 +449,9 @@ class ToolRegistry:
         return tool_message(outcome.parsed, text=text, is_error=True)
 
     def _fail(self, outcome: _Outcome, text: str, timeout: bool = False) -> None:
-        """The call ends before it was sent: counted only when it named a known tool."""
-        if outcome.server:
-            self._stats.record(outcome.name, outcome.server, outcome.tool, monotonic() - outcome.started, text, timeout)
+        """The call ends before it was sent: counted (with no latency) only when it named a known tool."""
+        if outcome.server and outcome.tool:
+            self._stats.record(outcome.name, outcome.server, outcome.tool, None, text, timeout)
         outcome.message = tool_message(outcome.parsed, text=text, is_error=True)
 
     # -- names ----------------------------------------------------------------------------------
@@ -484,6 +502,11 @@ class ToolRegistry:
     def _stem(self, server: str) -> str:
         head = f"{self.prefix}{self.separator}" if self.prefix else ""
         return f"{head}{sanitize(server)}{self.separator}"
+
+def _timed_out(state: ServerState, deadline: float) -> bool:
+    """Whether a call that could not be sent to ``state`` failed for want of time (counted as a timeout)."""
+    return isinstance(state.error, RequestTimeout) or (state.error is None and monotonic() >= deadline)
+
 
 def _fresh_in_child(ref: weakref.ref[ToolRegistry]) -> Callable[[], None]:
     """In a forked child: a lock of its own (a parent's thread may have held it) and no parent's stats."""

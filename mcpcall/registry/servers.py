@@ -21,16 +21,18 @@ from typing import Any, Callable
 
 from ..client import Client
 from ..config import ServerConfig, is_url, load_config
-from ..errors import ConfigError, ConnectionClosed, ForkedClient, MCPError, RequestTimeout
+from ..errors import ConfigError, ConnectionClosed, ForkedClient, HTTPError, MCPError, RequestTimeout, SchemaValidationError
 from ..forking import on_fork_in_child
+from ..notebook import release
 from ..types import Tool
 
-__all__ = ["ServerPool", "ServerState", "short"]
+__all__ = ["ServerPool", "ServerState", "model_text", "short"]
 
 log = logging.getLogger("mcpcall.registry")
 
 _FIRST_BACKOFF = 0.5  # seconds before the second restart attempt; doubled each time
 _COOLDOWN = 60.0  # after max_restarts failed attempts in a row, one more try at most this often
+_QUICK_DEATH = 10.0  # a server that dies sooner than this after starting counts as a failed start
 
 
 class ServerState:
@@ -43,7 +45,8 @@ class ServerState:
         self.lock = threading.Lock()
         self.tools: list[Tool] | None = None
         self.stale = False  # the server said its tools changed
-        self.failures = 0  # connect attempts that failed in a row
+        self.failures = 0  # connect attempts that failed, and quick deaths, in a row (a call that works resets it)
+        self.connected_at = 0.0
         self.retry_at = 0.0
         self.error: BaseException | None = None
         self.ever_connected = client is not None
@@ -77,8 +80,11 @@ class ServerPool:
         if not isinstance(name, str) or not name:
             raise ConfigError(f"a server name must be a non-empty string, not {name!r}")
         if isinstance(server, Client):
+            release(server)  # the registry owns it now: a notebook re-run must not close it
             state = ServerState(name, None, server)
         elif isinstance(server, ServerConfig):
+            if server.disabled:
+                raise ConfigError(f"server {name!r} is disabled in its config")
             state = ServerState(name, server, None)
         else:
             state = ServerState(name, _config(name, server), None)
@@ -181,7 +187,13 @@ class ServerPool:
         """Connect ``state`` for the first time or after it died (with backoff between failures); lock held."""
         old, state.client = state.client, None
         if old is not None:
-            old.close()
+            _close_aside(old, state.name)
+            if monotonic() - state.connected_at < _QUICK_DEATH:
+                # It died soon after it started (a server that crashes on every call): back off as
+                # for a failed start, though the first such restart is at once.
+                state.failures += 1
+                if state.failures > 1:
+                    state.retry_at = monotonic() + self._delay(state.failures - 1)
         if state.config is None:
             exc: BaseException = ConnectionClosed(f"server {state.name!r} is gone and cannot be restarted "
                                                   "(it was given to the registry as a connected client)")
@@ -189,8 +201,7 @@ class ServerPool:
             raise exc
         wait = state.retry_at - monotonic()
         if wait > 0:
-            raise ConnectionClosed(f"server {state.name!r} is down ({short(state.error)}); "
-                                   f"the next attempt to start it is in {wait:.1f} s")
+            raise ConnectionClosed(f"server {state.name!r} is down; the next attempt to start it is in {wait:.1f} s")
         seconds = deadline - monotonic()
         if seconds <= 0:
             raise RequestTimeout(f"no time left to connect to server {state.name!r}")
@@ -201,10 +212,11 @@ class ServerPool:
         except BaseException as exc:
             state.failures += 1
             state.error = exc
-            delay = _COOLDOWN if state.failures >= self.max_restarts else _FIRST_BACKOFF * 2 ** (state.failures - 1)
-            state.retry_at = monotonic() + min(delay, _COOLDOWN)
+            state.retry_at = monotonic() + self._delay(state.failures)
+            log.warning("server %r could not be started: %s", state.name, exc)
             raise
-        state.client, state.failures, state.error, state.ever_connected = client, 0, None, True
+        state.client, state.error, state.ever_connected = client, None, True
+        state.connected_at = monotonic()
         if self.closed:  # close() ran while this connected: whichever of us comes second closes it
             state.client = None
             client.close()
@@ -212,6 +224,14 @@ class ServerPool:
         state.tools = None
         self._watch(state, client, deadline)
         return client
+
+    def _delay(self, failures: int) -> float:
+        """Seconds to wait after ``failures`` failures in a row: 0.5, 1, 2, …; a minute once past ``max_restarts``."""
+        return _COOLDOWN if failures >= self.max_restarts else min(_FIRST_BACKOFF * 2 ** (failures - 1), _COOLDOWN)
+
+    def succeeded(self, state: ServerState) -> None:
+        """A call of ``state`` worked: its server is healthy again."""
+        state.failures = 0
 
     def _watch(self, state: ServerState, client: Client, deadline: float) -> None:
         """Re-list ``state``'s tools after the server says they changed."""
@@ -223,8 +243,12 @@ class ServerPool:
             state.stale = True  # a flag only: this runs on the client's callbacks thread
             self._changed()
 
+        left = min(5.0, deadline - monotonic())
+        if left < 0.05:  # no time to ask: the list is fetched again on the next call of a new session anyway
+            log.debug("server %r: no time left to ask for tool change notifications", state.name)
+            return
         try:
-            client.subscribe(tools=True, on_change=changed, timeout=min(5.0, max(deadline - monotonic(), 0.5)))
+            client.subscribe(tools=True, on_change=changed, timeout=left)
         except MCPError as exc:
             log.debug("server %r: no tool change notifications (%s)", state.name, exc)
 
@@ -234,10 +258,12 @@ class ServerPool:
             state.error = exc
 
     def down_text(self, state: ServerState, deadline: float) -> str:
-        """Why ``state`` cannot take calls, in one line for a model."""
+        """Why ``state`` cannot take calls, in one line for a model (no error text: see :func:`model_text`)."""
+        if self.closed:
+            return "the tool registry was closed"
         if state.error is None and monotonic() >= deadline:
             return f"server {state.name!r} did not connect in time"
-        text = f"server {state.name!r} is not available: {short(state.error)}"
+        text = f"server {state.name!r} is not available ({model_text(state.error, state.ever_connected)})"
         wait = state.retry_at - monotonic()
         if wait > 0 and state.failures:
             text += f"; the next attempt to start it is in {wait:.1f} s"
@@ -288,6 +314,37 @@ def _config(name: str, server: Any) -> ServerConfig:
     if not argv:
         raise ConfigError(f"server {name!r}: the command is empty")
     return ServerConfig(name, {"command": argv[0], "args": argv[1:]})
+
+
+def model_text(exc: BaseException | None, started: bool = True) -> str:
+    """What a model may read of an error: its kind and a few fixed facts.
+
+    Never the error's own text: that can hold a URL with a key in its path,
+    an HTTP body that echoes a header, or a stderr line. The whole error is
+    logged on ``mcpcall.registry`` for whoever runs the application.
+    """
+    if exc is None:
+        return "unknown error"
+    if isinstance(exc, RequestTimeout):
+        return "it did not answer in time"
+    if isinstance(exc, ConnectionClosed):
+        if exc.returncode is not None:
+            return f"its process exited with code {exc.returncode}"
+        return "its connection closed" if started else "it could not be started or reached; details are in the application's log"
+    if isinstance(exc, HTTPError):
+        return f"it answered HTTP {exc.status}" if exc.status else "its HTTP endpoint failed"
+    if isinstance(exc, ConfigError):
+        return "its configuration is invalid; details are in the application's log"
+    if isinstance(exc, ForkedClient):
+        return "its client was made in another process"
+    if isinstance(exc, SchemaValidationError):
+        return f"its result does not match the tool's output schema at {exc.path}"
+    return f"{type(exc).__name__}; details are in the application's log"
+
+
+def _close_aside(client: Client, name: str) -> None:
+    """Close a dead client off the caller's path: its close ladder may take seconds (a process that ignores SIGTERM)."""
+    threading.Thread(target=client.close, name=f"mcpcall-close-{name}", daemon=True).start()
 
 
 def short(exc: BaseException | None) -> str:

@@ -63,15 +63,20 @@ class StatsKeeper:
         self._lock = threading.Lock()
         self._counters: dict[str, _Counter] = {}
 
-    def record(self, name: str, server: str, tool: str, seconds: float, error: str | None = None,
+    def record(self, name: str, server: str, tool: str, seconds: float | None, error: str | None = None,
                timeout: bool = False) -> None:
-        """Count one finished call of ``name`` that took ``seconds`` (``error``: what went wrong)."""
+        """Count one finished call of ``name`` that took ``seconds`` (``error``: what went wrong).
+
+        ``seconds`` is None for a call that was never sent (its server could not be reached):
+        it counts, as an error, but gives no latency.
+        """
         with self._lock:
             counter = self._counters.get(name)
             if counter is None:
                 counter = self._counters[name] = _Counter(server, tool)
             counter.calls += 1
-            counter.latencies.append(seconds)
+            if seconds is not None:
+                counter.latencies.append(seconds)
             if error is not None:
                 counter.errors += 1
                 counter.last_error = error
