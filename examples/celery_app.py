@@ -8,14 +8,17 @@ Run a broker and a worker (from the repository root)::
 then, from any process that can reach the broker (a web view, another task, a script)::
 
     from examples.celery_app import execute_tool_call, execute_many
-    message = execute_tool_call.delay(tool_call).get(timeout=60)   # {"role": "tool", ...}
-    messages = execute_many.delay(tool_calls, 30).get(timeout=60)  # one message per call, in order
+    message = execute_tool_call.delay(tool_call, 30).get(timeout=60)  # {"role": "tool", ...}
+    messages = execute_many.delay(tool_calls, 30).get(timeout=60)     # one message per call, in order
 
 ``tool_call`` is what the LLM returned (an OpenAI Chat tool call, a Responses
 ``function_call`` item or an Anthropic ``tool_use`` block, as plain dicts);
-the task returns the message for the model's next turn. A failure of any kind
+the task returns the message for the model's next turn. A failure of the call
 (unknown tool, bad arguments, ``isError``, timeout, a dead server) comes back
-as an error message, never as a task failure. Running this file directly
+as an error message, never as a task failure; only something that is no tool
+call at all fails the task (``InvalidRequest``: a bug in the caller). Give
+the tasks a deadline (30 s here) shorter than the caller's ``get(timeout=...)``,
+so the message arrives before the caller stops waiting. Running this file directly
 (``python examples/celery_app.py``) runs one call in-process, no broker needed.
 
 Settings (environment):

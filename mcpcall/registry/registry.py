@@ -272,7 +272,7 @@ class ToolRegistry:
             result = client.call_tool(tool, arguments, timeout=left)
         except BaseException as exc:
             self._pool.failed(state, exc)
-            self._stats.record(name, server, tool, monotonic() - started, short(exc), isinstance(exc, RequestTimeout))
+            self._stats.record(name, server, tool, monotonic() - started, model_text(exc), isinstance(exc, RequestTimeout))
             raise
         self._pool.succeeded(state)
         self._stats.record(name, server, tool, monotonic() - started, "isError" if result.is_error else None)
