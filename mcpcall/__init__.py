@@ -200,7 +200,11 @@ def connect(
     command string (split like a shell would, but not run by one), a URL
     (``https://host/mcp``: a remote server), or an ``mcpServers``-style entry:
     ``{"command": ..., "args": [...], "env": {...}, "cwd": ...}`` for a local
-    server, ``{"url": ..., "headers": {...}}`` for a remote one.
+    server, ``{"url": ..., "headers": {...}}`` for a remote one. An entry is
+    read as in a config file (:func:`load_config`): ``${VAR}`` expanded,
+    ``envFile``, ``timeout`` (the default of ``timeout``), ``disabled``,
+    other tools' keys ignored; it may also hold ``name``, ``inherit_env``,
+    ``auth`` and ``verify``.
 
     Options: ``timeout`` (seconds per request, default 60; ``math.inf`` for
     none), ``protocol`` ("auto", "legacy", "modern" or an exact version),
@@ -238,10 +242,13 @@ def connect(
     """
     import sys
 
+    from .config.files import _bare_entry, _Expanded
     from .notebook import claim  # only connect() uses it
 
     caller = sys._getframe(1)
-    if isinstance(server, Mapping) and ("mcpServers" in server or "servers" in server):
+    if isinstance(server, _Expanded):
+        pass  # a ServerConfig's spec: checked and expanded already
+    elif isinstance(server, Mapping) and ("mcpServers" in server or "servers" in server):
         configs = load_config(server)
         if len(configs) != 1:
             names = ", ".join(map(repr, configs))
@@ -254,6 +261,10 @@ def connect(
         server = only.spec
         name = name if name is not None else only.name
         timeout = timeout if timeout is not None else only.timeout
+    elif isinstance(server, Mapping):  # a bare entry: read as a config file's entry would be
+        entry = _bare_entry(server, name)
+        server = entry.spec
+        timeout = timeout if timeout is not None else entry.timeout
     if timeout is None:
         timeout = 60.0
     http: dict[str, Any] = {

@@ -13,6 +13,11 @@
     mcpcall [OPTIONS] info [SERVER]
     mcpcall demo
 
+OPTIONS (``mcpcall --help`` describes each): ``--config FILE``, ``--check``,
+``--json``, ``--timeout SECONDS``, ``--protocol VERSION``, ``--env K=V``,
+``--inherit-env``, ``--cwd DIR``, ``--stderr show|hide``, ``--header
+NAME:VALUE``, ``--bearer TOKEN``, ``--version``.
+
 The older order, SERVER first (``mcpcall SERVER tools``, ``mcpcall SERVER call
 TOOL k=v``), works as well.
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
 from .. import connect
-from ..config import find_config
+from ..config import find_config, is_url
+from ..config.transports import _default_name
 from ..errors import ConfigError, MCPError, RequestTimeout, RPCError
 from .commands import COMMANDS_ON_ONE_SERVER, check_no_words, demo
 from .multi import servers_command, tools_everywhere
@@ -27,6 +31,7 @@ from .output import (
     flushed,
     say,
 )
+from .progress import WaitNotice
 from .targets import Configs, Target, pick_target
 from .words import COMMANDS, UsageError, build_parser, split_words
 
@@ -115,17 +120,39 @@ def _connect_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def _server_name(target: Target) -> str:
+    """The name the client will have: a config's name, else the one connect() derives from the command."""
+    spec = target.spec
+    if target.config is not None or (isinstance(spec, str) and is_url(spec)):
+        return target.label
+    try:
+        argv = shlex.split(spec) if isinstance(spec, str) else list(spec)
+    except (TypeError, ValueError):
+        return target.label
+    return _default_name(argv) if argv and all(isinstance(w, str) for w in argv) else target.label
+
+
+def _wait_notice(target: Target, seconds: float) -> WaitNotice:
+    """After 3 s without an answer, one line on stderr (a terminal, or ``MCPCALL_PROGRESS=plain``)."""
+    limit = "no timeout" if math.isinf(seconds) else f"timeout {seconds:g} s"
+    return WaitNotice(sys.stderr, f"mcpcall: waiting for server {_server_name(target)!r} ({limit}; --timeout to change)")
+
+
 def _run_on(target: Target, command: str, words: Sequence[str], args: argparse.Namespace, out: Output) -> int:
     options = _connect_options(args)
     if args.timeout is not None:
         options["timeout"] = args.timeout
-    if target.config is not None:
-        client = target.config.connect(**options)
-    else:
-        options.setdefault("timeout", 60.0)
-        client = connect(target.spec, **options)
-    with client:
-        return COMMANDS_ON_ONE_SERVER[command](client, words, args.json, out)
+    elif target.config is None or target.config.timeout is None:
+        options["timeout"] = 60.0
+    notice = _wait_notice(target, options.get("timeout") or (target.config.timeout if target.config else None) or 60.0)
+    try:
+        client = target.config.connect(**options) if target.config is not None else connect(target.spec, **options)
+        with client:
+            if command == "call":
+                notice.stop()  # a tool may take its time; its progress bar, if any, tells how it goes
+            return COMMANDS_ON_ONE_SERVER[command](client, words, args.json, out)
+    finally:
+        notice.stop()
 
 
 def _dispatch(args: argparse.Namespace, words: list[str], out: Output) -> int:
@@ -157,10 +184,11 @@ def _main(argv: Sequence[str] | None, out: Output) -> int:
     words_in = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(_config_note(words_in) if "-h" in words_in or "--help" in words_in else "")
     try:
-        args = parser.parse_intermixed_args(words_in)
-    except SystemExit as exc:  # --help, --version (on stdout) or a usage error (on stderr)
+        with contextlib.redirect_stdout(out.stream):  # main(argv, out=...) gets --help and --version too
+            args = parser.parse_intermixed_args(words_in)
+    except SystemExit as exc:  # --help, --version (on the output) or a usage error (on stderr)
         flushed(sys.stderr)
-        if not flushed(sys.stdout):
+        if not flushed(out.stream):
             return EXIT_BROKEN_PIPE
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     words: list[str] = list(args.words)

@@ -10,7 +10,7 @@ from typing import Callable
 
 from .. import connect
 from ..client import Client
-from ..types import CallToolResult, ContentBlock, TextContent, Tool
+from ..types import AudioContent, CallToolResult, ContentBlock, EmbeddedResource, ImageContent, ResourceLink, TextContent, Tool
 from .output import EXIT_OK, EXIT_TOOL_ERROR, Output, say
 from .progress import progress_bar
 from .targets import demo_command
@@ -29,16 +29,37 @@ def _first_line(text: str | None) -> str:
     return text.splitlines()[0] if text else ""
 
 
+def _binary(what: str, size: int, mime_type: str | None) -> str:
+    return f"[{what}: {size} bytes, {mime_type or 'no MIME type'}; --json shows them in base64]"
+
+
+def _is_text(block: ContentBlock) -> bool:
+    """A block shown as text: text content, or an embedded text resource."""
+    return isinstance(block, TextContent) or (isinstance(block, EmbeddedResource) and block.resource.text is not None)
+
+
 def _block(block: ContentBlock) -> str:
+    """A content block as a person reads it: text as is, binary data by its size and type, never base64."""
     if isinstance(block, TextContent):
         return block.text
+    if isinstance(block, EmbeddedResource):
+        contents = block.resource
+        if contents.text is not None:
+            return contents.text.removesuffix("\n")
+        return _binary(f"binary contents of {contents.uri}", len(contents.blob or b""), contents.mime_type)
+    if isinstance(block, (ImageContent, AudioContent)):
+        return _binary(f"{block.type} content", len(block.data), block.mime_type)
+    if isinstance(block, ResourceLink):
+        about = ", ".join(x for x in (block.title or block.name, block.mime_type) if x)
+        return f"[resource link: {block.uri}{f' ({about})' if about else ''}; mcpcall read SERVER URI reads it]"
     return f"[{block.type} content: {json.dumps(dict(block.raw), ensure_ascii=False)[:200]}]"
 
 
 def _print_result(result: CallToolResult, out: Output) -> None:
     for block in result.content:
         out.write(_block(block) + "\n")
-    if result.structured_content is not None and not any(isinstance(b, TextContent) for b in result.content):
+    # Structured content repeats the text content (the spec asks servers to send both): shown only without it.
+    if result.structured_content is not None and not any(_is_text(b) for b in result.content):
         out.write(json.dumps(result.structured_content, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -59,6 +80,8 @@ def _tools(client: Client, words: Sequence[str], as_json: bool, out: Output) -> 
 
 
 def _call(client: Client, words: Sequence[str], as_json: bool, out: Output) -> int:
+    if not words:
+        raise UsageError("call needs a tool name: mcpcall call [SERVER] TOOL [JSON | key=value ...]")
     name, rest = words[0], words[1:]
     tool = None
     if rest and not rest[0].lstrip().startswith("{"):
@@ -126,6 +149,8 @@ def _resources(client: Client, words: Sequence[str], as_json: bool, out: Output)
 
 
 def _read(client: Client, words: Sequence[str], as_json: bool, out: Output) -> int:
+    if len(words) != 1:
+        raise UsageError(f"read takes one URI: mcpcall read [SERVER] URI; got {' '.join(map(repr, words)) or 'nothing'}")
     result = client.read_resource(words[0])
     if as_json:
         out.json(dict(result.raw))
@@ -134,9 +159,7 @@ def _read(client: Client, words: Sequence[str], as_json: bool, out: Output) -> i
         if contents.text is not None:
             out.write(contents.text if contents.text.endswith("\n") else contents.text + "\n")
         else:
-            size = len(contents.blob or b"")
-            out.write(f"[binary contents of {contents.uri}: {size} bytes, {contents.mime_type or 'no MIME type'}; "
-                      "--json shows them in base64]\n")
+            out.write(_binary(f"binary contents of {contents.uri}", len(contents.blob or b""), contents.mime_type) + "\n")
     return EXIT_OK
 
 
@@ -156,6 +179,8 @@ def _prompts(client: Client, words: Sequence[str], as_json: bool, out: Output) -
 
 
 def _get_prompt(client: Client, words: Sequence[str], as_json: bool, out: Output) -> int:
+    if not words:
+        raise UsageError("get-prompt needs a prompt name: mcpcall get-prompt [SERVER] NAME [JSON | key=value ...]")
     result = client.get_prompt(words[0], parse_prompt_arguments(words[1:]) or None)
     if as_json:
         out.json(dict(result.raw))

@@ -3,7 +3,9 @@
 ``MCPCALL_PROGRESS`` chooses: ``auto`` (the default: a bar only when stderr
 is a terminal; tqdm when it can be imported, the ``mcpcall[progress]`` extra,
 else a one-line text bar), ``plain`` or ``tqdm`` (always, even when stderr is
-no terminal), ``off``. A bar is never written to stdout.
+no terminal), ``off``. A bar is never written to stdout. The same
+setting governs the one line that says a server is slow to answer
+(:class:`WaitNotice`).
 
 ``update`` runs on the client's callbacks thread: it only formats a line and
 writes it (at most ten times a second), under a lock, and never raises; a
@@ -20,7 +22,7 @@ import threading
 import time
 from typing import Any, TextIO
 
-__all__ = ["PlainBar", "ProgressBar", "TqdmBar", "progress_bar"]
+__all__ = ["PlainBar", "ProgressBar", "TqdmBar", "WaitNotice", "progress_bar"]
 
 _INTERVAL = 0.1  # seconds between two drawings of a bar (the last one is always drawn)
 _BAR_WIDTH = 24
@@ -136,8 +138,8 @@ def _tqdm_class() -> Any:
         return None
 
 
-def progress_bar(stream: TextIO, label: str) -> ProgressBar | None:
-    """The bar ``MCPCALL_PROGRESS`` and ``stream`` call for, or None (no bar)."""
+def _mode(stream: TextIO) -> str | None:
+    """``MCPCALL_PROGRESS`` for ``stream``: None for nothing shown (off, or auto on no terminal), else the mode."""
     mode = os.environ.get("MCPCALL_PROGRESS", "").strip().lower() or "auto"
     if mode in ("off", "none", "no", "0", "false"):
         return None
@@ -147,6 +149,45 @@ def progress_bar(stream: TextIO, label: str) -> ProgressBar | None:
                 return None
         except (AttributeError, ValueError, OSError):
             return None
+    return mode
+
+
+class WaitNotice:
+    """One line on ``stream`` when a server has not answered after ``delay`` seconds; ``stop()`` when it has.
+
+    Shown when a progress bar would be (``MCPCALL_PROGRESS``: on a terminal,
+    or always with plain or tqdm); a thread of its own waits, and ``stop()``
+    ends it (idempotent). The line is written once at most, and never raises.
+    """
+
+    def __init__(self, stream: TextIO, text: str, delay: float = 3.0) -> None:
+        self._stream = stream
+        self._text = text
+        self._delay = delay
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        if _mode(stream) is not None:
+            self._thread = threading.Thread(target=self._wait, name="mcpcall-notice-cli", daemon=True)
+            self._thread.start()
+
+    def _wait(self) -> None:
+        if not self._stopped.wait(self._delay):
+            with contextlib.suppress(Exception):  # a notice must never break the command
+                self._stream.write(self._text + "\n")
+                self._stream.flush()
+
+    def stop(self) -> None:
+        """No line after this returns."""
+        self._stopped.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+
+def progress_bar(stream: TextIO, label: str) -> ProgressBar | None:
+    """The bar ``MCPCALL_PROGRESS`` and ``stream`` call for, or None (no bar)."""
+    mode = _mode(stream)
+    if mode is None:
+        return None
     if mode != "plain":
         tqdm = _tqdm_class()
         if tqdm is not None:

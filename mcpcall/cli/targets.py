@@ -20,7 +20,7 @@ from ..config import ServerConfig, find_config, is_url, load_config, redact_url
 from ..errors import ConfigError
 from .words import UsageError, looks_like_server
 
-__all__ = ["Configs", "Target", "demo_command", "pick_target"]
+__all__ = ["Configs", "Target", "check_words_after_server", "demo_command", "pick_target"]
 
 _log = logging.getLogger("mcpcall.cli")
 
@@ -156,6 +156,7 @@ def pick_target(command: str, before: str | None, rest: list[str], configs: Conf
         target = configs.lookup(before)
         if target is None and _plain(before) and configs.explicit is not None:
             raise configs.unknown(before)
+        check_words_after_server(command, rest)
         return (target or _adhoc(before)), rest
     if command in ONE_OPTIONAL_SERVER:
         if len(rest) > 1:
@@ -172,20 +173,34 @@ def pick_target(command: str, before: str | None, rest: list[str], configs: Conf
             raise UsageError(f"read takes [SERVER] URI; got {' '.join(map(repr, rest)) or 'nothing'}")
         if len(rest) == 2:
             return _named_or_command(rest[0], configs, command), rest[1:]
+        if configs.lookup(rest[0]) is not None or any(c.isspace() for c in rest[0]):  # a server, not a URI
+            check_words_after_server(command, [])
         return _default(command, configs), rest
     if command in NAME_FIRST:
-        what = "TOOL [JSON | key=value ...]" if command == "call" else "NAME [JSON | key=value ...]"
         if rest and _names_a_server(rest, configs):
             target = _named_or_command(rest[0], configs, command)
-            if len(rest) < 2:
-                raise UsageError(f"{command} needs a {'tool' if command == 'call' else 'prompt'} name after the server: "
-                                  f"mcpcall {command} SERVER {what}")
+            check_words_after_server(command, rest[1:])
             return target, rest[1:]
         if not rest:
-            raise UsageError(f"{command} needs a {'tool' if command == 'call' else 'prompt'} name: "
-                              f"mcpcall {command} [SERVER] {what}")
+            raise UsageError(f"{command} needs a {_WHAT[command][0]} name: mcpcall {command} [SERVER] {_WHAT[command][1]}")
         return _default(command, configs), rest
     raise UsageError(f"{command} takes no SERVER")
+
+
+_WHAT = {"call": ("tool", "TOOL [JSON | key=value ...]"), "get-prompt": ("prompt", "NAME [JSON | key=value ...]"),
+         "read": ("resource", "URI")}
+
+
+def check_words_after_server(command: str, rest: Sequence[str]) -> None:
+    """UsageError when the words after the SERVER lack what ``command`` needs (a tool or prompt name, a URI)."""
+    if command not in _WHAT:
+        return
+    what, form = _WHAT[command]
+    if not rest:
+        needed = "a URI" if command == "read" else f"a {what} name"
+        raise UsageError(f"{command} needs {needed} after the server: mcpcall {command} SERVER {form}")
+    if command == "read" and len(rest) > 1:
+        raise UsageError(f"read takes one URI after the server; got {' '.join(map(repr, rest))}")
 
 
 def _named_or_command(word: str, configs: Configs, command: str) -> Target:

@@ -57,22 +57,26 @@ def build_parser(config_note: str) -> argparse.ArgumentParser:
         epilog=f"{config_note}\n"
                "exit status: 0 ok, 1 tool error, 2 usage, 3 server failure, 4 timeout, 5 JSON-RPC error,\n"
                "74 output not writable, 141 output pipe closed (| head)\n"
-               "progress bars: MCPCALL_PROGRESS=auto (default: on a terminal), plain, tqdm or off",
+               "progress bars, and a line when a server is slow to answer: MCPCALL_PROGRESS=auto (default: on a\n"
+               "terminal), plain, tqdm or off",
     )
     p.add_argument("words", nargs="*", metavar="COMMAND [SERVER] ARGS", help="see above")
     p.add_argument("--config", metavar="FILE", help="a config file (mcpServers / VS Code servers); "
                    "default: .mcp.json, .vscode/mcp.json, .cursor/mcp.json here, ~/.cursor/mcp.json, Claude Desktop's")
     p.add_argument("--check", action="store_true", help="servers: connect to each (in parallel) and report")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    p.add_argument("--timeout", type=_seconds, default=None, help="seconds per request (default 60, or the config's; inf for none)")
-    p.add_argument("--protocol", default="auto", help="auto, legacy, modern, or an exact version")
-    p.add_argument("--env", action="append", default=[], metavar="K=V", help="set a variable for the server")
-    p.add_argument("--inherit-env", action="store_true", help="pass this whole environment to the server")
-    p.add_argument("--cwd", help="working directory of the server")
-    p.add_argument("--stderr", choices=("show", "hide"), default="hide", help="show the server's stderr")
-    p.add_argument("--header", action="append", default=[], metavar="NAME:VALUE", help="an HTTP header for a remote server")
-    p.add_argument("--bearer", metavar="TOKEN", help="a bearer token for a remote server (or MCPCALL_BEARER)")
     p.add_argument("--version", action="version", version=f"mcpcall {__version__}")
+    talk = p.add_argument_group("every server")
+    talk.add_argument("--timeout", type=_seconds, default=None, help="seconds per request (default 60, or the config's; inf for none)")
+    talk.add_argument("--protocol", default="auto", help="auto, legacy, modern, or an exact version")
+    local = p.add_argument_group("local servers (a command)")
+    local.add_argument("--env", action="append", default=[], metavar="K=V", help="set a variable for the server")
+    local.add_argument("--inherit-env", action="store_true", help="pass this whole environment to the server")
+    local.add_argument("--cwd", metavar="DIR", help="working directory of the server")
+    local.add_argument("--stderr", choices=("show", "hide"), default="hide", help="show the server's stderr")
+    remote = p.add_argument_group("remote servers (a URL)")
+    remote.add_argument("--header", action="append", default=[], metavar="NAME:VALUE", help="an HTTP header for a remote server")
+    remote.add_argument("--bearer", metavar="TOKEN", help="a bearer token for a remote server (or MCPCALL_BEARER)")
     return p
 
 

@@ -36,7 +36,16 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError
-from .transports import _BAD_HEADER_VALUE, _FALSE_WORDS, _HEADER_NAME, _TRUE_WORDS, redact_url
+from .transports import (
+    _BAD_HEADER_VALUE,
+    _FALSE_WORDS,
+    _HEADER_NAME,
+    _HTTP_KEYS,
+    _STDIO_KEYS,
+    _TRUE_WORDS,
+    _default_name,
+    redact_url,
+)
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -48,6 +57,8 @@ _log = logging.getLogger("mcpcall.config")
 _KNOWN_KEYS = frozenset({"command", "args", "env", "envFile", "cwd", "url", "type", "transport", "headers", "timeout",
                          "disabled"})
 _STDIO_ONLY = ("args", "env", "envFile", "cwd")
+# What connect() takes in a bare entry besides a config file's keys (Python values: an auth object, a flag).
+_PYTHON_ONLY = (_STDIO_KEYS | _HTTP_KEYS) - _KNOWN_KEYS
 # "http" is VS Code's word for "Streamable HTTP, else the legacy SSE transport": mcpcall's "auto".
 _KINDS = {"stdio": "stdio", "http": "auto", "streamable-http": "streamable-http", "streamablehttp": "streamable-http",
           "sse": "sse"}
@@ -92,7 +103,11 @@ class ServerConfig:
         options.setdefault("name", self.name)
         if self.timeout is not None:
             options.setdefault("timeout", self.timeout)
-        return connect(self.spec, **options)
+        return connect(_Expanded(self.spec), **options)
+
+
+class _Expanded(dict[str, Any]):
+    """A spec already checked and expanded (a :class:`ServerConfig`'s): connect() must not expand it again."""
 
 
 # -- where a value came from, for messages -------------------------------------------------------
@@ -110,11 +125,18 @@ class _Context:
         self.environ = environ
         self.prompts = prompts
         self.server = ""
+        #: False for an entry built in Python: its values are taken as they are (see _bare_entry).
+        self.expand = True
+
+    def where(self) -> str:
+        """``config FILE: server 'NAME'``; for a bare entry (no label) ``server 'NAME'``."""
+        parts = [f"config {self.label}"] if self.label else []
+        if self.server:
+            parts.append(f"server {self.server!r}")
+        return ": ".join(parts) or "server entry"
 
     def fail(self, field: str | None, text: str) -> NoReturn:
-        where = f"config {self.label}"
-        if self.server:
-            where += f": server {self.server!r}"
+        where = self.where()
         if not field:
             raise ConfigError(f"{where}: {text}")
         where += f": field {field!r}"
@@ -149,6 +171,8 @@ def _scalar(value: Any, ctx: _Context, field: str, *, bools: bool) -> str:
 
 def _expand(text: str, ctx: _Context, field: str) -> str:
     """``text`` with every ``${...}`` replaced; a message names the variable, never a value."""
+    if not ctx.expand:
+        return text
     out: list[str] = []
     pos = 0
     while True:
@@ -283,8 +307,7 @@ def _timeout(value: Any, ctx: _Context) -> float | None:
     if math.isnan(value) or value <= 0:
         ctx.fail("timeout", "must be a positive number of seconds")
     if value > _LONG_TIMEOUT and math.isfinite(value):
-        _log.warning("config %s: server %r: timeout %s is read as seconds (over an hour); was it milliseconds?",
-                     ctx.label, ctx.server, value)
+        _log.warning("%s: timeout %s is read as seconds (over an hour); was it milliseconds?", ctx.where(), value)
     return float(value)
 
 
@@ -375,7 +398,7 @@ def _http_spec(entry: Mapping[str, Any], kind: str | None, ctx: _Context) -> dic
 def _entry(name: str, entry: Mapping[str, Any], ctx: _Context, source: str | None) -> ServerConfig:
     for key in entry:
         if key not in _KNOWN_KEYS:
-            _log.debug("config %s: server %r: ignoring key %r", ctx.label, name, key)
+            _log.debug("%s: ignoring key %r", ctx.where(), key)
     has_command = entry.get("command") is not None
     has_url = entry.get("url") is not None
     if has_command and has_url:
@@ -399,6 +422,57 @@ def _entry(name: str, entry: Mapping[str, Any], ctx: _Context, source: str | Non
         spec = _http_spec(entry, kind, ctx)
     disabled = _flag(entry.get("disabled", False), ctx, "disabled")
     return ServerConfig(name=name, spec=spec, timeout=_timeout(entry.get("timeout"), ctx), disabled=disabled, source=source)
+
+
+def _provisional_name(entry: Mapping[str, Any]) -> str:
+    """For messages about a bare entry with no name: what make_transport would call it, before expansion."""
+    command = entry.get("command")
+    if isinstance(command, str) and command.strip():
+        args = entry.get("args")
+        words = [a for a in args if isinstance(a, str)] if isinstance(args, (list, tuple)) else []
+        return _default_name([command, *words])
+    url = entry.get("url")
+    if isinstance(url, str):
+        try:
+            parts = urlsplit(url.strip())
+            host, port = parts.hostname, parts.port
+        except ValueError:
+            return ""
+        return f"{host}:{port}" if host and port else host or ""
+    return ""
+
+
+def _bare_entry(entry: Mapping[str, Any], name: str | None = None) -> ServerConfig:
+    """A bare ``mcpServers``-style entry, as :func:`mcpcall.connect` takes it, read as a config file's entry.
+
+    The same fields (``envFile`` and ``cwd`` relative to the current
+    directory, ``timeout``, ``disabled``), other tools' keys ignored (DEBUG
+    log), but no ``${...}`` expansion: values built in Python are taken as
+    they are, so a URL or header that came from a user can never pull a
+    secret out of this process's environment. (A whole config,
+    ``{"mcpServers": {...}}``, is read as a file's content and expanded.) The keys only Python callers write (``name``,
+    ``inherit_env``, ``auth``, ``verify``) go into the spec as given, for
+    :func:`~mcpcall.config.make_transport` to check as before. A disabled
+    entry is a ConfigError.
+    """
+    explicit = name if name is not None else entry.get("name")
+    ctx = _Context("", None, _workspace(None), {}, os.environ, {})
+    ctx.expand = False
+    ctx.server = str(explicit) if explicit else _provisional_name(entry)
+    if _flag(entry.get("disabled", False), ctx, "disabled"):
+        ctx.fail(None, "the entry has 'disabled': true; remove it (or set it to false) to connect")
+    fields = {key: value for key, value in entry.items() if key not in _PYTHON_ONLY}
+    for field in ("type", "transport"):  # "auto", Python's word for the default, is no config file's
+        value = fields.get(field)
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            del fields[field]
+    if isinstance(fields.get("args"), tuple):
+        fields["args"] = list(fields["args"])
+    config = _entry(ctx.server, fields, ctx, None)
+    spec = _Expanded(config.spec)
+    del spec["name"]  # make_transport names the server from the expanded spec, unless the entry or caller does
+    spec.update((key, entry[key]) for key in _PYTHON_ONLY if key in entry)
+    return ServerConfig(name=ctx.server, spec=spec, timeout=config.timeout)
 
 
 # -- files ---------------------------------------------------------------------------------------

@@ -287,8 +287,8 @@ def _default_name(argv: Sequence[str]) -> str:
     ``python my_server.py`` is ``my_server``, ``python -c CODE`` is ``python -c``.
     """
     prog = os.path.basename(argv[0]) or argv[0]
-    if not _RUNNERS.match(prog):
-        return redact_url(prog)
+    if not _RUNNERS.match(prog):  # no query or fragment: a URL without its scheme may carry a token there
+        return redact_url(re.split(r"[?#]", prog, maxsplit=1)[0] or prog)
     args = list(argv[1:])
     for i, arg in enumerate(args):
         if arg == "-m" and i + 1 < len(args):

@@ -44,7 +44,7 @@ from .formats import (
     unknown_tool_text,
 )
 from .names import NameTable, build_names, sanitize
-from .servers import ServerPool, ServerState, model_text, short
+from .servers import ServerPool, ServerState, model_text
 from .stats import StatsKeeper, ToolStats
 
 __all__ = ["RegisteredTool", "ToolRegistry"]

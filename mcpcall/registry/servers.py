@@ -20,7 +20,8 @@ from time import monotonic
 from typing import Any, Callable
 
 from ..client import Client
-from ..config import ServerConfig, is_url, load_config
+from ..config import ServerConfig, is_url
+from ..config.files import _bare_entry
 from ..errors import ConfigError, ConnectionClosed, ForkedClient, HTTPError, MCPError, RequestTimeout, SchemaValidationError
 from ..forking import on_fork_in_child
 from ..notebook import release
@@ -295,10 +296,7 @@ def _forget_in_child(ref: weakref.ref[ServerPool]) -> Callable[[], None]:
 def _config(name: str, server: Any) -> ServerConfig:
     """A :class:`ServerConfig` of an ``mcpServers``-style entry, a URL, a command line or an argv list."""
     if isinstance(server, Mapping):
-        configs = load_config({"mcpServers": {name: dict(server)}})
-        if name not in configs:
-            raise ConfigError(f"server {name!r} is disabled in its entry")
-        return configs[name]
+        return _bare_entry(server, name)  # as connect() reads one: the same fields, no ${...} expansion
     if isinstance(server, str):
         if is_url(server):
             return ServerConfig(name, {"url": server})

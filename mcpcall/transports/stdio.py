@@ -30,6 +30,7 @@ import collections
 import errno
 import logging
 import os
+import re
 import select
 import signal
 import subprocess
@@ -186,11 +187,7 @@ class StdioTransport(Transport):
                 close_fds=True,
             )
         except FileNotFoundError as exc:
-            where = f" in {self._cwd!r}" if self._cwd else ""
-            raise ConnectionClosed(
-                f"could not start server {self.name!r}: {exc.filename or self.argv[0]!r} not found{where} "
-                f"(PATH searched: {environment.get('PATH', '')!r})"
-            ) from exc
+            raise ConnectionClosed(_not_found(self.name, str(exc.filename or self.argv[0]), self._cwd, environment)) from None
         except (PermissionError, NotADirectoryError, OSError) as exc:
             raise ConnectionClosed(f"could not start server {self.name!r}: {exc}") from exc
         proc = self.process
@@ -799,3 +796,26 @@ def _peek_exit(pid: int) -> int | None:
     if info.si_code == os.CLD_EXITED:
         return info.si_status
     return -info.si_status
+
+
+_HOST_PORT = re.compile(r"^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}(?:[/?#].*)?$")
+_HOST_PATH = re.compile(r"^[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+/.*$")
+_LOCAL_HOST = re.compile(r"^(?:localhost|[0-9.]+|\[[0-9A-Fa-f:.]+\])(?::|/|$)")
+
+
+def _not_found(server: str, program: str, cwd: str | None, environment: Mapping[str, str]) -> str:
+    """The message for a program that does not exist: no directory of PATH in it, nor anything else of the environment."""
+    from ..config import redact_url
+
+    text = f"could not start server {server!r}: {redact_url(program)!r} not found"
+    is_path = os.sep in program or bool(os.altsep and os.altsep in program)
+    if is_path:
+        text += f" (relative to {cwd!r})" if cwd and not os.path.isabs(program) else ""
+    else:
+        path = environment.get("PATH")
+        text += " (the server's environment has no PATH)" if path is None else \
+            f" on PATH ({len([d for d in path.split(os.pathsep) if d])} directories searched)"
+    if "@" not in program and (_HOST_PORT.match(program) or _HOST_PATH.match(program)):
+        scheme = "http" if _LOCAL_HOST.match(program) or _HOST_PORT.match(program) else "https"
+        return text + f"; did you mean {redact_url(f'{scheme}://{program}')}? (a URL needs its scheme)"
+    return text + ("; check the path" if is_path else "; is it installed? Give its absolute path")
