@@ -374,3 +374,18 @@ def test_a_registry_connected_before_a_fork_reconnects_in_the_child() -> None:
         # The parent's server was left alone by the child.
         assert registry.execute(openai_call("mcp__demo__echo", {"message": "still"}))["content"] == "still"
         assert registry.client("demo").transport.process.pid == parent_pid  # type: ignore[attr-defined]
+
+
+def test_a_name_shown_to_the_model_survives_a_tool_added_later() -> None:
+    pytest.importorskip("mcp", reason="the official MCP SDK (PyPI mcp, Python >= 3.10) is not installed")
+    with ToolRegistry({"sdk": [PYTHON, str(SERVERS / "sdk_server.py")]}, timeout=30) as registry:
+        assert registry.execute(openai_call("mcp__sdk__add_tool", {"name": "late.tool"}))["content"].startswith("Error") is False
+        assert wait_until(lambda: any(t.tool.name == "late.tool" for t in registry.tools()), 10)
+        first = next(t.name for t in registry.tools() if t.tool.name == "late.tool")
+        assert first == "mcp__sdk__late_tool"
+        # A second tool whose name sanitises the same way: the first keeps its name, the newcomer is suffixed.
+        registry.execute(openai_call("mcp__sdk__add_tool", {"name": "late_tool"}))
+        assert wait_until(lambda: any(t.tool.name == "late_tool" for t in registry.tools()), 10)
+        names = {t.tool.name: t.name for t in registry.tools()}
+        assert names["late.tool"] == "mcp__sdk__late_tool" and names["late_tool"].startswith("mcp__sdk__late_tool_")
+        assert registry.resolve("mcp__sdk__late_tool") == ("sdk", "late.tool")

@@ -89,7 +89,7 @@ def test_description_falls_back_to_title() -> None:
         ({"type": ["object", "null"], "properties": {"a": {}}}, {"type": "object", "properties": {"a": {}}}),
     ],
 )
-def test_object_schema_root(schema: Any, expected: dict) -> None:
+def test_object_schema_root(schema: Any, expected: dict[str, Any]) -> None:
     assert object_schema(schema) == expected
 
 
@@ -107,6 +107,54 @@ def test_top_level_combinators_are_merged() -> None:
     assert not {"anyOf", "oneOf", "allOf"} & set(out)
     assert set(out["properties"]) == {"mode", "id", "path", "x"}
     assert sorted(out["required"]) == ["mode", "x"]
+
+
+def test_root_refs_in_combinators_are_inlined() -> None:
+    schema = {
+        "properties": {"a": {}},
+        "allOf": [{"$ref": "#/$defs/X"}],
+        "$defs": {"X": {"properties": {"b": {"$ref": "#/$defs/B"}}, "required": ["b"]}, "B": {"type": "string"}},
+    }
+    before = copy.deepcopy(schema)
+    out = object_schema(schema)
+    assert schema == before
+    assert out["properties"] == {"a": {}, "b": {"$ref": "#/$defs/B"}} and out["required"] == ["b"]
+    assert out["$defs"] == schema["$defs"]  # kept: the nested $ref still resolves
+    assert "allOf" not in out
+    out["properties"]["b"]["x"] = 1  # a copy, not shared with $defs or the input
+    assert "x" not in out["$defs"]["X"]["properties"]["b"] and schema == before
+
+
+def test_root_ref_chains_anyof_and_definitions() -> None:
+    schema = {
+        "$ref": "#/definitions/Args",
+        "definitions": {
+            "Args": {"type": "object", "anyOf": [{"$ref": "#/definitions/ById"}, {"$ref": "#/definitions/ByPath"}]},
+            "ById": {"$ref": "#/definitions/Id", "required": ["id", "mode"]},
+            "Id": {"properties": {"id": {"type": "string"}, "mode": {}}},
+            "ByPath": {"properties": {"path": {}}, "required": ["path", "mode"], "allOf": [{"$ref": "#/definitions/Mode"}]},
+            "Mode": {"properties": {"mode": {"enum": ["r", "w"]}}, "required": ["mode"]},
+        },
+    }
+    out = object_schema(schema)
+    assert "$ref" not in out and not {"anyOf", "oneOf", "allOf"} & set(out)
+    assert set(out["properties"]) == {"id", "mode", "path"}
+    assert out["required"] == ["mode"]
+    assert "definitions" in out and out["type"] == "object"
+
+
+def test_unknown_and_recursive_root_refs_are_left() -> None:
+    schema = {
+        "properties": {"a": {}},
+        "required": ["a"],
+        "oneOf": [{"$ref": "#/$defs/Loop"}, {"$ref": "https://example.com/s.json"}, {"$ref": "#/nope"}],
+        "allOf": [{"$ref": "#"}],
+        "$defs": {"Loop": {"$ref": "#/$defs/Loop", "properties": {"l": {}}}},
+    }
+    out = object_schema(schema)
+    assert not {"anyOf", "oneOf", "allOf"} & set(out)
+    assert set(out["properties"]) == {"a", "l"} and out["required"] == ["a"]
+    assert object_schema({"$ref": "#/$defs/Self", "$defs": {"Self": {"$ref": "#/$defs/Self"}}})["properties"] == {}
 
 
 def test_exports_never_mutate_the_tool() -> None:
@@ -325,7 +373,7 @@ def test_parse_objects_by_attribute_and_model_dump() -> None:
     assert parse_tool_call(anthropic_like) == ParsedCall("anthropic", "t", "n", {"y": 2}, None)
 
     class Dumps:
-        def model_dump(self) -> dict:
+        def model_dump(self) -> dict[str, Any]:
             return {"type": "function_call", "call_id": "r", "name": "n", "arguments": '{"z": 3}'}
 
     assert parse_tool_call(Dumps()) == ParsedCall("responses", "r", "n", {"z": 3}, None)
@@ -333,12 +381,55 @@ def test_parse_objects_by_attribute_and_model_dump() -> None:
 
 @pytest.mark.parametrize(
     ("arguments", "expected"),
-    [("", {}), ("  ", {}), (None, {}), ('{"a": null}', {"a": None}), ({"already": "parsed"}, {"already": "parsed"})],
+    [
+        ("", {}),
+        ("{}", {}),
+        (" {} ", {}),
+        ('{"a": null}', {"a": None}),
+        ({"already": "parsed"}, {"already": "parsed"}),
+        ('{"a": {"b": 1}, "b": {"b": 2}}', {"a": {"b": 1}, "b": {"b": 2}}),
+    ],
 )
-def test_empty_or_ready_arguments(arguments: Any, expected: dict) -> None:
+def test_empty_or_ready_arguments(arguments: Any, expected: dict[str, Any]) -> None:
     call = {"id": "c", "type": "function", "function": {"name": "n", "arguments": arguments}}
     parsed = parse_tool_call(call)
     assert parsed.arguments == expected and parsed.error is None and parsed.ok
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        ({"id": "c", "type": "function", "function": {"name": "n", "arguments": None}}, ["'arguments' is null"]),
+        ({"id": "c", "function": {"name": "n"}}, ["has no 'arguments'"]),
+        ({"type": "function_call", "call_id": "c", "name": "n"}, ["has no 'arguments'"]),
+        ({"type": "function_call", "call_id": "c", "name": "n", "arguments": None}, ["is null"]),
+        ({"type": "function_call", "call_id": "c", "name": "n", "arguments": "   "}, ["blank"]),
+        ({"type": "function_call", "call_id": "c", "name": "n", "arguments": "\n\t"}, ["blank"]),
+        ({"type": "tool_use", "id": "t", "name": "n"}, ["has no 'input'"]),
+        ({"type": "tool_use", "id": "t", "name": "n", "input": None}, ["'input' is null"]),
+        ({"type": "tool_use", "id": "t", "name": "n", "input": ""}, ["str, not a JSON object"]),
+        (SimpleNamespace(type="tool_use", id="t", name="n"), ["has no 'input'"]),
+    ],
+)
+def test_missing_null_or_blank_arguments_are_errors(call: Any, words: list[str]) -> None:
+    parsed = parse_tool_call(call)
+    assert parsed.arguments is None and not parsed.ok and parsed.error is not None
+    for word in words:
+        assert word in parsed.error
+    if "str" not in words[0]:
+        assert "send {} for a tool without arguments" in parsed.error
+
+
+@pytest.mark.parametrize(
+    ("arguments", "key"),
+    [('{"a": 1, "a": 2}', "'a'"), ('{"x": {"deep": 1, "deep": 1}}', "'deep'"), ('[{"k": 1, "k": 2}]', "'k'")],
+)
+def test_duplicate_keys_are_errors(arguments: str, key: str) -> None:
+    for call in ({"id": "c", "type": "function", "function": {"name": "n", "arguments": arguments}},
+                 {"type": "function_call", "call_id": "c", "name": "n", "arguments": arguments}):  # fmt: skip
+        parsed = parse_tool_call(call)
+        assert parsed.arguments is None and parsed.error is not None
+        assert "twice" in parsed.error and key in parsed.error
 
 
 @pytest.mark.parametrize(
@@ -421,14 +512,14 @@ def test_sdk_objects() -> None:
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 8
 
 
-def result(*blocks: dict, structured: Any = None, is_error: bool = False) -> CallToolResult:
-    wire: dict = {"content": list(blocks), "isError": is_error}
+def result(*blocks: dict[str, Any], structured: Any = None, is_error: bool = False) -> CallToolResult:
+    wire: dict[str, Any] = {"content": list(blocks), "isError": is_error}
     if structured is not None:
         wire["structuredContent"] = structured
     return parse_call_result(wire, tool="t", server="s")
 
 
-def image(mime: str = "image/png", data: bytes = PNG) -> dict:
+def image(mime: str = "image/png", data: bytes = PNG) -> dict[str, Any]:
     return {"type": "image", "mimeType": mime, "data": base64.b64encode(data).decode()}
 
 
@@ -475,6 +566,33 @@ def test_result_text() -> None:
     assert result_text(result(blob)) == "[resource mem://b, application/pdf, 3 bytes]"
     assert result_text(result({"type": "hologram", "x": 1})) == "[hologram content]"
     assert result_text(result(image(), structured=[1])) == f"[1]\n[image/png, {len(PNG)} bytes]"
+
+
+def test_long_results_are_cut() -> None:
+    from mcpcall.registry.formats import ANTHROPIC_IMAGE_MAX_BASE64, MAX_TEXT_CHARS
+
+    huge = "x" * (MAX_TEXT_CHARS + 5000)
+    r = result({"type": "text", "text": huge})
+    text = result_text(r)
+    assert text.startswith("x" * MAX_TEXT_CHARS) and text.endswith("[… 5000 more characters cut]")
+    assert len(text) < MAX_TEXT_CHARS + 100
+    assert result_text(r, max_chars=10) == "x" * 10 + f"\n[… {len(huge) - 10} more characters cut]"
+    for parsed in (ParsedCall("openai", "c", "n", {}, None), ParsedCall("responses", "c", "n", {}, None)):
+        message = tool_message(parsed, text=huge, is_error=True)
+        body = str(message.get("content", message.get("output")))
+        assert len(body) < MAX_TEXT_CHARS + 100 and body.endswith("5000 more characters cut]")
+    use = ParsedCall("anthropic", "t", "n", {}, None)
+    many = result(*({"type": "text", "text": "y" * 40_000} for _ in range(4)), image())
+    content = tool_message(use, text=result_text(many), is_error=False, result=many)["content"]
+    texts = [b["text"] for b in content if b["type"] == "text"]
+    assert sum(len(t) for t in texts[:-1]) == MAX_TEXT_CHARS
+    assert texts[-1] == f"[… {160_000 - MAX_TEXT_CHARS} more characters cut]"
+    assert [b["type"] for b in content].count("image") == 1
+    plain = tool_message(use, text=huge, is_error=False)["content"]
+    assert len(plain) == 1 and len(plain[0]["text"]) < MAX_TEXT_CHARS + 100
+    big = b"\x89PNG" + b"\0" * (ANTHROPIC_IMAGE_MAX_BASE64 // 4 * 3)
+    content = tool_message(use, text="", is_error=False, result=result(image(data=big)))["content"]
+    assert content == [{"type": "text", "text": f"[image/png, {len(big)} bytes]"}]
 
 
 # ---------------------------------------------------------------- failure texts

@@ -6,6 +6,7 @@ import hashlib
 import json
 import random
 import re
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -54,7 +55,7 @@ def test_options() -> None:
     "options",
     [{"prefix": "mcp."}, {"prefix": "é"}, {"separator": ""}, {"separator": "::"}, {"max_length": 9}, {"max_length": True}],
 )
-def test_bad_options(options: dict) -> None:
+def test_bad_options(options: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
         build_names([("s", "t")], **options)
 
@@ -160,3 +161,105 @@ def test_a_lone_pair_gets_its_base_name_when_it_fits(pair: tuple[str, str]) -> N
     base = "mcp__" + sanitize(pair[0]) + "__" + sanitize(pair[1])
     name = build_names([pair]).name_of(*pair)
     assert name == base if len(base) <= 64 else name.endswith("_" + digest8(*pair))
+
+
+# ---------------------------------------------------------------- stable names (keep)
+
+
+def test_kept_name_survives_a_new_colliding_tool() -> None:
+    first = build_names([("github", "search.issues")])
+    old = first.name_of("github", "search.issues")
+    assert old == "mcp__github__search_issues"
+    second = build_names([("github", "search.issues"), ("github", "search_issues")], keep=first.by_pair)
+    assert second.name_of("github", "search.issues") == old
+    assert second.lookup(old) == ("github", "search.issues")
+    assert second.name_of("github", "search_issues") == "mcp__github__search_issues_" + digest8("github", "search_issues")
+    assert second.collisions == (
+        Collision(old, (("github", "search.issues"), ("github", "search_issues")), kept_by=("github", "search.issues")),
+    )
+    assert [(r.tool, r.reason) for r in second.renamed] == [("search_issues", "collision")]
+    # without keep: order-free, neither gets the plain name
+    plain = build_names([("github", "search_issues"), ("github", "search.issues")])
+    assert old not in plain and plain.collisions[0].kept_by is None
+
+
+def test_kept_hashed_name_outlives_its_collision() -> None:
+    first = build_names([("gh", "a.b"), ("gh", "a_b")])
+    second = build_names([("gh", "a.b")], keep=first.by_pair)
+    assert second.names == (first.name_of("gh", "a.b"),)
+    assert [(r.reason, r.base) for r in second.renamed] == [("kept", "mcp__gh__a_b")]
+    assert second.collisions == ()
+
+
+def test_newcomer_named_like_a_kept_hashed_name() -> None:
+    first = build_names([("gh", "a.b"), ("gh", "a_b")])
+    taken = first.name_of("gh", "a.b")
+    newcomer = ("gh", taken.removeprefix("mcp__gh__"))  # its base name is exactly the kept name
+    second = build_names([("gh", "a.b"), newcomer], keep=first.by_pair)
+    assert second.name_of("gh", "a.b") == taken
+    assert second.name_of(*newcomer) == taken + "_" + digest8(*newcomer)
+    assert second.lookup(taken) == ("gh", "a.b")
+
+
+def test_keep_is_ignored_where_it_does_not_fit() -> None:
+    pairs = [("s", "t"), ("s", "u")]
+    # other options: the old names are not ones these options give
+    assert build_names(pairs, prefix="x", keep=build_names(pairs).by_pair).names == ("x__s__t", "x__s__u")
+    # a name that belongs to another pair, garbage, two pairs claiming one name, pairs no longer present
+    forged: dict[tuple[str, str], Any] = {("s", "t"): "mcp__s__u", ("s", "u"): 5, ("gone", "x"): "mcp__s__t"}
+    assert build_names(pairs, keep=forged).names == ("mcp__s__t", "mcp__s__u")
+    twice = {("s", "t"): "mcp__s__t", ("s", "u"): "mcp__s__t"}
+    table = build_names(pairs, keep=twice)
+    assert table.names == ("mcp__s__t", "mcp__s__u")
+
+
+def test_kept_numbered_names_stay(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(names_module, "_digest", lambda pair: "f" * 64)
+    first = build_names([("gh", "a.b"), ("gh", "a_b")])
+    second = build_names([("gh", "a_b"), ("gh", "a:b"), ("gh", "a.b")], keep=first.by_pair)
+    assert second.name_of("gh", "a.b") == first.name_of("gh", "a.b")
+    assert second.name_of("gh", "a_b") == first.name_of("gh", "a_b")
+    assert len(set(second.names)) == 3 and all(second.lookup(second.name_of(*p)) == p for p in second.by_pair)
+
+
+OPTIONS = st.sampled_from([("mcp", "__", 64), ("", "__", 64), ("x", "-", 20), ("mcp", "__", 10)])
+
+
+def check_table(table: object, pairs: list[tuple[str, str]], max_length: int) -> None:
+    from mcpcall.registry import NameTable
+
+    assert isinstance(table, NameTable)
+    unique = list(dict.fromkeys(pairs))
+    assert len(table.names) == len(unique) == len(set(table.names))
+    for pair in unique:
+        name = table.name_of(*pair)
+        assert NAME_PATTERN.match(name) and len(name) <= max_length
+        assert table.lookup(name) == pair
+    assert dict(table.by_pair) == {pair: table.name_of(*pair) for pair in unique}
+
+
+@QUICK
+@given(pair_lists, pair_lists, pair_lists, OPTIONS, st.randoms(use_true_random=False))
+def test_keep_properties(
+    first: list[tuple[str, str]], later: list[tuple[str, str]], third: list[tuple[str, str]],
+    options: tuple[str, str, int], rnd: random.Random,
+) -> None:  # fmt: skip
+    prefix, separator, max_length = options
+    kwargs = {"prefix": prefix, "separator": separator, "max_length": max_length}
+    old = build_names(first, **kwargs)  # type: ignore[arg-type]
+    # the next list: some old pairs (any of them may be gone) and new ones
+    now = [pair for pair in first if rnd.random() < 0.7] + later
+    rnd.shuffle(now)
+    new = build_names(now, keep=old.by_pair, **kwargs)  # type: ignore[arg-type]
+    check_table(new, now, max_length)
+    for pair in set(now) & set(old.by_pair):
+        assert new.name_of(*pair) == old.name_of(*pair)
+    # order of the pairs still never matters, given the same keep
+    again = build_names(list(reversed(now)), keep=old.by_pair, **kwargs)  # type: ignore[arg-type]
+    assert dict(again.by_pair) == dict(new.by_pair)
+    # and a third generation keeps what the second had
+    last_pairs = [pair for pair in now if rnd.random() < 0.7] + third
+    last = build_names(last_pairs, keep=new.by_pair, **kwargs)  # type: ignore[arg-type]
+    check_table(last, last_pairs, max_length)
+    for pair in set(last_pairs) & set(now):
+        assert last.name_of(*pair) == new.name_of(*pair)

@@ -59,11 +59,20 @@ Gemini              ``parameters`` is a Schema message (proto JSON): an unknown 
 
 Tool calls in: :func:`parse_tool_call` reads an OpenAI Chat tool call, a Responses
 ``function_call`` item or an Anthropic ``tool_use`` block, as dicts or SDK objects.
-Arguments that are not a JSON object are reported in :attr:`ParsedCall.error`, never turned into ``{}``.
+Arguments that are not a JSON object are reported in :attr:`ParsedCall.error`, never turned into ``{}``:
+a missing or null ``arguments`` (``input``), blank text, and a JSON object naming a key twice are
+errors too. Only an empty ``arguments`` string ``""`` (OpenAI Chat, Responses) reads as ``{}``: models
+send it for tools without parameters (Claude on Bedrock, pydantic/pydantic-ai#1407; OpenAI-compatible
+endpoints such as OpenRouter, sigoden/aichat#1217), and it is what the joined stream deltas of such a
+call come to (Anthropic streams empty ``partial_json`` for them, anthropics/anthropic-sdk-go#189).
+An Anthropic ``input`` must be an object.
 
 Tool messages out: :func:`tool_message` answers a call in its own API's shape;
 :func:`result_text` is what an LLM should read of a result; the ``*_text``
 helpers phrase failures in one line, naming tool and server, with no secrets.
+A tool message holds at most :data:`MAX_TEXT_CHARS` characters of text (the rest is cut, and a
+note says how much), and an Anthropic image block at most :data:`ANTHROPIC_IMAGE_MAX_BASE64`
+characters of base64 (a larger image is described in text instead).
 """
 
 from __future__ import annotations
@@ -79,11 +88,13 @@ from typing import Any, Literal
 from ..errors import ConnectionClosed, InvalidRequest, MCPError, RequestTimeout, RPCError, SchemaValidationError
 from ..types import AudioContent, CallToolResult, EmbeddedResource, ImageContent, ResourceLink, TextContent, Tool
 from ..types._record import record
-from .gemini import GEMINI_SCHEMA_KEYS, gemini_schema
+from .gemini import GEMINI_SCHEMA_KEYS, gemini_schema, resolve_pointer
 
 __all__ = [
+    "ANTHROPIC_IMAGE_MAX_BASE64",
     "ANTHROPIC_IMAGE_TYPES",
     "GEMINI_SCHEMA_KEYS",
+    "MAX_TEXT_CHARS",
     "ParsedCall",
     "anthropic_blocks",
     "call_failed_text",
@@ -109,7 +120,14 @@ Entry = tuple[str, Tool]
 ANTHROPIC_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 """The image media types an Anthropic ``image`` block accepts."""
 
+ANTHROPIC_IMAGE_MAX_BASE64 = 5 * 1024 * 1024
+"""The largest image, in base64 characters, put in an Anthropic block (the API refuses images over 5 MB)."""
+
+MAX_TEXT_CHARS = 100_000
+"""The most characters of text a tool message carries (one LLM turn should not swallow a 50 MB result)."""
+
 _EXCERPT = 40
+_MAX_REF_DEPTH = 8  # $refs followed in a row (and combinators nested) at the root of an object schema
 
 
 # ---------------------------------------------------------------- tools out
@@ -122,32 +140,73 @@ def tool_description(tool: Tool) -> str:
 
 
 def object_schema(schema: Any) -> dict[str, Any]:
-    """A deep copy of ``schema`` fit for OpenAI and Anthropic: an object schema, no combinator at the root."""
+    r"""A deep copy of ``schema`` fit for OpenAI and Anthropic: an object schema, no combinator at the root.
+
+    A local ``$ref`` at the root, or as a root ``allOf``/``anyOf``/``oneOf``
+    branch, is inlined before the branches are merged (a recursive, unknown or
+    non-local one is left as it is, and adds nothing); ``$defs`` and
+    ``definitions`` stay, so the ``$ref``\ s inside the merged properties still resolve.
+    """
     if not isinstance(schema, Mapping):
         return {"type": "object", "properties": {}}
-    out = copy.deepcopy(dict(schema))
+    out, refs = _inlined(schema, schema, ())
+    out = copy.deepcopy(out)
     kind = out.get("type", "object")
     if kind != "object" and not (isinstance(kind, list) and "object" in kind):
         return {"type": "object", "properties": {}}
     out["type"] = "object"
-    for key in ("allOf", "anyOf", "oneOf"):
-        branches = out.pop(key, None)
-        if isinstance(branches, list):
-            _merge_branches(out, [b for b in branches if isinstance(b, Mapping)], every=key != "allOf")
+    _flatten(out, schema, refs, 0)
     if not isinstance(out.get("properties"), dict):
         out["properties"] = {}
     return out
 
 
-def _merge_branches(out: dict[str, Any], branches: list[Mapping[str, Any]], *, every: bool) -> None:
+def _inlined(node: Mapping[str, Any], root: Mapping[str, Any], refs: tuple[str, ...]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """``node`` with its ``$ref`` chain inlined (the target, the node's own keywords over it), and the refs followed.
+
+    Stops, leaving ``$ref`` in place, at a reference that is recursive, unknown,
+    non-local or deeper than :data:`_MAX_REF_DEPTH`. Shares values with ``root``: copy before changing them.
+    """
+    out = dict(node)
+    while "$ref" in out and len(refs) < _MAX_REF_DEPTH:
+        ref = out["$ref"]
+        target = resolve_pointer(root, ref)
+        if target is None or ref in refs:
+            break
+        refs = (*refs, ref)
+        out = {**target, **{key: value for key, value in out.items() if key != "$ref"}}
+    return out, refs
+
+
+def _flatten(out: dict[str, Any], root: Mapping[str, Any], refs: tuple[str, ...], depth: int) -> None:
+    r"""Merge ``out``'s ``allOf``/``anyOf``/``oneOf`` branches into it (``$ref``\ s inlined, nested combinators too)."""
+    for key in ("allOf", "anyOf", "oneOf"):
+        branches = out.pop(key, None)
+        if not isinstance(branches, list):
+            continue
+        merged = []
+        for branch in branches:
+            if not isinstance(branch, Mapping):
+                continue
+            plain, followed = _inlined(branch, root, refs)
+            plain = copy.deepcopy(plain)
+            if depth < _MAX_REF_DEPTH:
+                _flatten(plain, root, followed, depth + 1)
+            merged.append(plain)
+        _merge_branches(out, merged, every=key != "allOf")
+
+
+def _merge_branches(out: dict[str, Any], branches: Sequence[Mapping[str, Any]], *, every: bool) -> None:
     """Merge ``branches``' properties into ``out``; required: in every branch (``every``) or in any."""
     properties = out.get("properties")
     properties = dict(properties) if isinstance(properties, Mapping) else {}
-    required = [name for name in out.get("required", ()) if isinstance(name, str)] if isinstance(out.get("required"), list) else []
+    required = (
+        [name for name in out.get("required", ()) if isinstance(name, str)] if isinstance(out.get("required"), list) else []
+    )
     sets = []
     for branch in branches:
         props = branch.get("properties")
-        for name, sub in (props.items() if isinstance(props, Mapping) else ()):
+        for name, sub in props.items() if isinstance(props, Mapping) else ():
             properties.setdefault(name, sub)
         names = branch.get("required")
         sets.append({name for name in names if isinstance(name, str)} if isinstance(names, list) else set())
@@ -268,13 +327,13 @@ def parse_tool_call(call: Any) -> ParsedCall:
     fields = _fields(call)
     kind = fields.get("type") if fields is not None else None
     if fields is not None and kind == "tool_use":
-        return _parsed(call, fields, "anthropic", "id", fields.get("input"), from_json=False)
+        return _parsed(call, fields, "anthropic", "id", fields.get("input", _MISSING), from_json=False)
     if fields is not None and kind == "function_call":
-        return _parsed(call, fields, "responses", "call_id", fields.get("arguments"), from_json=True)
+        return _parsed(call, fields, "responses", "call_id", fields.get("arguments", _MISSING), from_json=True)
     function = _fields(fields.get("function")) if fields is not None and kind in ("function", None) else None
     if fields is not None and function is not None:
         merged = {**fields, "name": function.get("name")}
-        return _parsed(call, merged, "openai", "id", function.get("arguments"), from_json=True)
+        return _parsed(call, merged, "openai", "id", function.get("arguments", _MISSING), from_json=True)
     raise InvalidRequest(f"expected {_EXPECTED}; got {_describe(call, fields)}")
 
 
@@ -290,19 +349,45 @@ def _parsed(
     return ParsedCall(kind, call_id, name, parsed, error)
 
 
+_MISSING: Any = object()
+_NO_ARGUMENTS = "send {} for a tool without arguments"
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
 def _reject_constant(text: str) -> Any:
     raise ValueError(f"{text} is not JSON")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(f"the arguments name the key {_one_line(key, 60)!r} twice (JSON keys must be unique)")
+        out[key] = value
+    return out
+
+
 def _arguments(value: Any, from_json: bool) -> tuple[dict[str, Any] | None, str | None]:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return {}, None
+    field_name = "arguments" if from_json else "input"
+    if value is _MISSING:
+        return None, f"no arguments were given (the tool call has no {field_name!r}); {_NO_ARGUMENTS}"
+    if value is None:
+        return None, f"no arguments were given ({field_name!r} is null); {_NO_ARGUMENTS}"
     if isinstance(value, Mapping):
         return dict(value), None
     if not isinstance(value, str) or not from_json:
         return None, f"the arguments are {type(value).__name__}, not a JSON object"
+    if value == "":  # a tool call without arguments, as some providers send it (see the module docstring)
+        return {}, None
+    if not value.strip():
+        return None, f"the arguments are blank; {_NO_ARGUMENTS}"
     try:
-        parsed = json.loads(value, parse_constant=_reject_constant)
+        parsed = json.loads(value, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        return None, str(exc)
     except json.JSONDecodeError as exc:
         start = max(0, exc.pos - _EXCERPT // 2)
         excerpt = value[start : start + _EXCERPT]
@@ -325,9 +410,10 @@ def tool_message(parsed: ParsedCall, *, text: str, is_error: bool, result: CallT
     when ``is_error``. Anthropic's ``tool_result`` always has ``is_error``; with
     ``result``, its content blocks are the result's (text, images Anthropic
     takes, everything else described in text), else one text block of ``text``.
+    Text past :data:`MAX_TEXT_CHARS` characters is cut, with a note saying how much.
     """
     if parsed.kind in ("openai", "responses"):
-        body = text or "(no content)"
+        body = _cut(text or "(no content)", MAX_TEXT_CHARS)
         if is_error and not body.startswith("Error"):
             body = "Error: " + body
         if parsed.kind == "openai":
@@ -335,24 +421,57 @@ def tool_message(parsed: ParsedCall, *, text: str, is_error: bool, result: CallT
         return {"type": "function_call_output", "call_id": parsed.call_id, "output": body}
     blocks = anthropic_blocks(result) if result is not None else []
     if not blocks:  # Anthropic refuses empty text blocks
-        blocks = [{"type": "text", "text": text or "(no content)"}]
+        blocks = [{"type": "text", "text": _cut(text or "(no content)", MAX_TEXT_CHARS)}]
     return {"type": "tool_result", "tool_use_id": parsed.call_id, "content": blocks, "is_error": bool(is_error)}
 
 
-def anthropic_blocks(result: CallToolResult) -> list[dict[str, Any]]:
-    """A result's content as Anthropic ``tool_result`` content blocks (no empty text block)."""
-    blocks: list[dict[str, Any]] = []
+def anthropic_blocks(result: CallToolResult, *, max_chars: int = MAX_TEXT_CHARS) -> list[dict[str, Any]]:
+    """A result's content as Anthropic ``tool_result`` content blocks (no empty text block).
+
+    At most ``max_chars`` characters of text in all: the text past it is cut and
+    a last text block says how many characters were. An image over
+    :data:`ANTHROPIC_IMAGE_MAX_BASE64` base64 characters is described in text instead.
+    """
+    texts: list[str | dict[str, Any]] = []
     if not any(isinstance(b, TextContent) and b.text for b in result.content) and result.structured_content is not None:
-        blocks.append({"type": "text", "text": _compact(result.structured_content)})
+        texts.append(_compact(result.structured_content))
     for block in result.content:
-        if isinstance(block, ImageContent) and block.mime_type in ANTHROPIC_IMAGE_TYPES:
+        if (isinstance(block, ImageContent) and block.mime_type in ANTHROPIC_IMAGE_TYPES
+                and _base64_length(len(block.data)) <= ANTHROPIC_IMAGE_MAX_BASE64):  # fmt: skip
             data = base64.b64encode(block.data).decode("ascii")
-            blocks.append({"type": "image", "source": {"type": "base64", "media_type": block.mime_type, "data": data}})
+            texts.append({"type": "image", "source": {"type": "base64", "media_type": block.mime_type, "data": data}})
             continue
         text = _block_text(block)
         if text:
-            blocks.append({"type": "text", "text": text})
+            texts.append(text)
+    blocks: list[dict[str, Any]] = []
+    budget, cut = max_chars, 0
+    for item in texts:
+        if not isinstance(item, str):
+            blocks.append(item)
+        elif budget <= 0:
+            cut += len(item)
+        else:
+            if len(item) > budget:
+                item, cut = item[:budget], cut + len(item) - budget
+            blocks.append({"type": "text", "text": item})
+            budget -= len(item)
+    if cut:
+        blocks.append({"type": "text", "text": _cut_note(cut)})
     return blocks
+
+
+def _base64_length(size: int) -> int:
+    return (size + 2) // 3 * 4
+
+
+def _cut_note(count: int) -> str:
+    return f"[… {count} more characters cut]"
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text``, or its first ``limit`` characters and a note saying how many more were cut."""
+    return text if len(text) <= limit else text[:limit] + "\n" + _cut_note(len(text) - limit)
 
 
 def _compact(value: Any) -> str:
@@ -380,14 +499,15 @@ def _block_text(block: Any) -> str:
     return f"[{getattr(block, 'type', 'unknown')} content]"
 
 
-def result_text(result: CallToolResult) -> str:
+def result_text(result: CallToolResult, *, max_chars: int = MAX_TEXT_CHARS) -> str:
     """What an LLM should read of a result: text blocks, structured content as JSON when there is no text,
-    other blocks described (``[image/png, 1234 bytes]``); never empty."""
+    other blocks described (``[image/png, 1234 bytes]``); never empty. At most ``max_chars`` characters
+    (then a note ``[… N more characters cut]``)."""
     parts = [text for text in (_block_text(block) for block in result.content) if text]
     has_text = any(isinstance(block, TextContent) and block.text for block in result.content)
     if not has_text and result.structured_content is not None:
         parts.insert(0, _compact(result.structured_content))
-    return "\n".join(parts) or "(no content)"
+    return _cut("\n".join(parts) or "(no content)", max_chars)
 
 
 # ---------------------------------------------------------------- failures, in one line

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["GEMINI_SCHEMA_KEYS", "gemini_schema"]
+__all__ = ["GEMINI_SCHEMA_KEYS", "gemini_schema", "resolve_pointer"]
 
 GEMINI_SCHEMA_KEYS = frozenset({
     "type", "format", "title", "description", "nullable", "enum", "items", "minItems", "maxItems",
@@ -39,6 +39,26 @@ def gemini_schema(schema: Any, *, max_ref_depth: int = 8) -> dict[str, Any]:
     return out
 
 
+def resolve_pointer(root: Mapping[str, Any], ref: Any) -> Mapping[str, Any] | None:
+    """The schema a local ``$ref`` (``#``, ``#/$defs/X``, any JSON pointer into ``root``) points at.
+
+    None for a reference that is not a string, not local (``other.json#/X``,
+    ``https://...``), or that leads nowhere or to something that is not an object.
+    """
+    if not isinstance(ref, str) or not ref.startswith("#"):
+        return None
+    node: Any = root
+    for part in ref[1:].lstrip("/").split("/") if ref not in ("#", "#/") else ():
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node if isinstance(node, Mapping) else None
+
+
 class _Gemini:
     """One conversion: the root (for ``$ref``) and the depth limit."""
 
@@ -48,18 +68,7 @@ class _Gemini:
         self.budget = _MAX_NODES  # inlined $refs can multiply: past this many nodes, the rest is free-form
 
     def resolve(self, ref: Any) -> Mapping[str, Any] | None:
-        if not isinstance(ref, str) or not ref.startswith("#"):
-            return None
-        node: Any = self.root
-        for part in ref[1:].lstrip("/").split("/") if ref not in ("#", "#/") else ():
-            part = part.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, Mapping) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                return None
-        return node if isinstance(node, Mapping) else None
+        return resolve_pointer(self.root, ref)
 
     def convert(self, node: Any, refs: tuple[str, ...], depth: int) -> dict[str, Any]:
         self.budget -= 1

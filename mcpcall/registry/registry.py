@@ -130,7 +130,9 @@ class ToolRegistry:
         self._allow = _patterns(allow, "allow")
         self._deny = _patterns(deny, "deny")
         self._lock = threading.Lock()  # guards the name table
-        self._table: NameTable | None = None
+        self._table: NameTable | None = None  # None: made again when next needed
+        self._last: NameTable | None = None  # the names handed out so far
+        self._warned: set[str] = set()
         self._stats = StatsKeeper()
         self._pool = ServerPool(timeout=self.timeout, max_restarts=max_restarts, connect_options=connect_options or {},
                                 changed=self._forget_names)
@@ -469,10 +471,16 @@ class ToolRegistry:
             table = self._table
             if table is None:
                 pairs = [(s.name, t.name) for s in self._pool.states() for t in self._visible(s)]
-                table = self._table = build_names(pairs, prefix=self.prefix, separator=self.separator)
+                # Names once shown to a model stay: a tool added later never renames one mid-conversation.
+                keep = self._last.by_pair if self._last is not None else None
+                table = self._table = self._last = build_names(pairs, prefix=self.prefix, separator=self.separator,
+                                                               keep=keep)
                 for collision in table.collisions:
-                    log.warning("tools %s would all be named %r: each got a hash suffix",
-                                ", ".join(f"{t!r} of {s!r}" for s, t in collision.pairs), collision.name)
+                    if collision.name not in self._warned:
+                        self._warned.add(collision.name)
+                        log.warning("tools %s would all be named %r: %s", ", ".join(f"{t!r} of {s!r}" for s, t in collision.pairs),
+                                    collision.name, "each got a hash suffix" if collision.kept_by is None
+                                    else f"{collision.kept_by[1]!r} of {collision.kept_by[0]!r} keeps it, the others got a hash suffix")
             return table
 
     def _resolve(self, name: str, deadline: float) -> tuple[str, str] | None:
