@@ -62,6 +62,7 @@ from .errors import (
     HTTPError,
     InvalidRequest,
     MCPError,
+    MethodNotFound,
     ProtocolError,
     RequestTimeout,
     ResourceNotFound,
@@ -124,6 +125,7 @@ __all__ = [
     "InvalidRequest",
     "LogCallback",
     "MCPError",
+    "MethodNotFound",
     "Prompt",
     "PromptArgument",
     "PromptMessage",
@@ -193,6 +195,7 @@ def connect(
     roots: RootsOption = None,
     on_log: LogCallback | None = None,
     cache: bool = True,
+    start: bool = True,
 ) -> Client:
     """Start or reach an MCP server and return a connected :class:`Client`.
 
@@ -221,7 +224,10 @@ def connect(
     ``max_message_bytes`` (default 64 MiB), ``close_timeout`` (each step of the
     close ladder, default 2 s), ``validate_arguments`` (check arguments against
     a tool's ``inputSchema`` before sending, default off), ``cache`` (modern
-    era: reuse results the server marked fresh with ``ttlMs``, default on).
+    era: reuse results the server marked fresh with ``ttlMs``, default on),
+    ``start=False`` (return the client built but not connected: call its
+    ``connect()`` yourself, e.g. so that another thread can ``close()`` it while
+    it connects).
 
     What the server may ask of the client: ``sampling=fn(params) -> dict``,
     ``elicitation=fn(params) -> dict`` (form and URL modes), ``roots=`` a list
@@ -304,4 +310,6 @@ def connect(
         on_log=on_log,
         cache=cache,
     )
+    if not start:
+        return client
     return claim(client.connect(), server, caller)

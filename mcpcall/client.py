@@ -27,10 +27,11 @@ from concurrent.futures import Future
 from time import monotonic
 from typing import Any, Callable, Literal, overload
 
+from . import jsonrpc
 from ._version import __version__ as _version
 from .callbacks import CallbackRunner
 from .dispatcher import Dispatcher, ProgressCallback
-from .errors import ConfigError, InvalidRequest, RequestTimeout, ResourceNotFound, RPCError
+from .errors import ConfigError, ConnectionClosed, InvalidRequest, MethodNotFound, RequestTimeout, ResourceNotFound, RPCError
 from .protocol import (
     LATEST_LEGACY_VERSION,
     LATEST_MODERN_VERSION,
@@ -196,19 +197,25 @@ class Client:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def connect(self) -> Client:
-        """Start the transport and agree on a protocol era and version, within ``timeout`` in all."""
+    def connect(self, timeout: float | None = None) -> Client:
+        """Start the transport and agree on a protocol era and version, within ``timeout`` in all
+        (default: the client's ``timeout``, which stays the default of every later request)."""
+        budget = self.timeout if timeout is None else timeout
+        if not (isinstance(budget, (int, float)) and budget > 0):
+            raise ConfigError(f"timeout must be positive seconds, not {budget!r}")
         self._connection.owner.check(self.name)
+        if self._connection.closed:
+            raise ConnectionClosed(f"client for server {self.name!r} was closed")
         self._connection.open()
         try:
-            deadline = monotonic() + self.timeout
-            self.transport.start(self.dispatcher, timeout=self.timeout)
+            deadline = monotonic() + budget
+            self.transport.start(self.dispatcher, timeout=budget)
             if monotonic() >= deadline:
                 raise RequestTimeout(
-                    f"server {self.name!r} did not finish connecting within {self.timeout:g} s (starting the transport)",
-                    timeout=self.timeout,
+                    f"server {self.name!r} did not finish connecting within {budget:g} s (starting the transport)",
+                    timeout=budget,
                 )
-            agreement = self._negotiator.negotiate(self.timeout, deadline)
+            agreement = self._negotiator.negotiate(budget, deadline)
             meta = self._negotiator.request_meta(agreement.version) if agreement.era == "modern" else {}
             self._state.adopt(agreement, meta)
         except BaseException:
@@ -387,23 +394,61 @@ class Client:
 
     # -- resources -----------------------------------------------------------------------------
 
+    def _listing(self, method: str, key: str, capability: str, timeout: float | None, cache: bool) -> list[Any]:
+        """Every item of a listing; ``[]`` from a server that answers -32601 and declares no ``capability``."""
+        try:
+            return list(self._caller.paginate(method, key, timeout, cache=cache))
+        except RPCError as exc:
+            unoffered = self._unoffered(exc, capability)
+            if unoffered is None:
+                raise
+            if not unoffered.declared:
+                return []  # it said it has none, and it has none: an empty listing, as the CLI shows it
+            raise unoffered from exc
+
+    def _unoffered(self, exc: RPCError, capability: str) -> MethodNotFound | None:
+        """``exc`` as :class:`MethodNotFound` naming ``capability`` when it is a -32601 answer, else None."""
+        if exc.code != jsonrpc.METHOD_NOT_FOUND:
+            return None
+        return MethodNotFound(exc.code, exc.message, exc.data, server=self.name, method=exc.method,
+                              capability=capability, declared=capability in self.capabilities)
+
     def list_resources(self, timeout: float | None = None, *, cache: bool = True) -> list[Resource]:
-        """Every resource of the server (all pages, within one ``timeout``)."""
-        items = self._caller.paginate("resources/list", "resources", timeout, cache=cache)
+        """Every resource of the server (all pages, within one ``timeout``).
+
+        A server whose capabilities have no ``resources`` offers none: when it answers
+        -32601 (Method not found) this returns ``[]``, as the spec reads the missing
+        capability. (The request is still sent: some servers forget to declare what they
+        serve.) A server that declares ``resources`` and answers -32601 raises
+        :class:`~mcpcall.errors.MethodNotFound`.
+        """
+        items = self._listing("resources/list", "resources", "resources", timeout, cache)
         return [parse_resource(item, self.name) for item in items]
 
     def list_resource_templates(self, timeout: float | None = None, *, cache: bool = True) -> list[ResourceTemplate]:
-        """Every resource template of the server (all pages, within one ``timeout``)."""
-        items = self._caller.paginate("resources/templates/list", "resourceTemplates", timeout, cache=cache)
+        """Every resource template of the server (all pages, within one ``timeout``).
+
+        ``[]`` from a server without the ``resources`` capability that answers -32601,
+        as :meth:`list_resources`.
+        """
+        items = self._listing("resources/templates/list", "resourceTemplates", "resources", timeout, cache)
         return [parse_template(item, self.name) for item in items]
 
     def read_resource(self, uri: str, timeout: float | None = None, *, cache: bool = True) -> ReadResourceResult:
-        """The contents of ``uri``; :class:`ResourceNotFound` when the server does not know it."""
+        """The contents of ``uri``; :class:`ResourceNotFound` when the server does not know it.
+
+        A server that does not offer resources at all (it answers -32601 Method not
+        found) raises :class:`~mcpcall.errors.MethodNotFound`, an :class:`RPCError`
+        whose message says whether its capabilities declare ``resources``.
+        """
         if not isinstance(uri, str):
             raise InvalidRequest(f"read_resource: the uri must be a string, not {type(uri).__name__}")
         try:
             result = self._caller.result(Call("resources/read", {"uri": uri}, timeout), cache=cache)
         except RPCError as exc:
+            unoffered = self._unoffered(exc, "resources")
+            if unoffered is not None:  # "Method not found" is no missing resource
+                raise unoffered from exc
             if not isinstance(exc, ResourceNotFound) and (exc.code in _RESOURCE_NOT_FOUND or _NOT_FOUND.search(exc.message)):
                 raise ResourceNotFound(exc.code, exc.message, exc.data, server=self.name, method="resources/read",
                                        uri=uri) from exc
@@ -413,12 +458,21 @@ class Client:
     # -- prompts and completion ------------------------------------------------------------------
 
     def list_prompts(self, timeout: float | None = None, *, cache: bool = True) -> list[Prompt]:
-        """Every prompt of the server (all pages, within one ``timeout``)."""
-        return [parse_prompt(item, self.name) for item in self._caller.paginate("prompts/list", "prompts", timeout, cache=cache)]
+        """Every prompt of the server (all pages, within one ``timeout``).
+
+        ``[]`` from a server without the ``prompts`` capability that answers -32601
+        (Method not found); a server that declares ``prompts`` and answers -32601
+        raises :class:`~mcpcall.errors.MethodNotFound` (as :meth:`list_resources`).
+        """
+        return [parse_prompt(item, self.name) for item in self._listing("prompts/list", "prompts", "prompts", timeout, cache)]
 
     def get_prompt(self, name: str | Prompt, arguments: Mapping[str, str] | None = None,
                    timeout: float | None = None) -> GetPromptResult:
-        """The messages of prompt ``name`` filled with ``arguments`` (string values)."""
+        """The messages of prompt ``name`` filled with ``arguments`` (string values).
+
+        A server that does not offer prompts (it answers -32601 Method not found)
+        raises :class:`~mcpcall.errors.MethodNotFound`.
+        """
         prompt = name.name if isinstance(name, Prompt) else name
         params: dict[str, Any] = {"name": prompt}
         if arguments:
@@ -426,29 +480,54 @@ class Client:
             if bad:
                 raise InvalidRequest(f"get_prompt({prompt!r}): argument values must be strings; {', '.join(bad)} are not")
             params["arguments"] = dict(arguments)
-        return parse_prompt_result(self._caller.result(Call("prompts/get", params, timeout), cache=False), prompt, self.name)
+        try:
+            result = self._caller.result(Call("prompts/get", params, timeout), cache=False)
+        except RPCError as exc:
+            unoffered = self._unoffered(exc, "prompts")
+            if unoffered is not None:
+                raise unoffered from exc
+            raise
+        return parse_prompt_result(result, prompt, self.name)
 
-    def complete(self, ref: Mapping[str, Any] | Prompt | ResourceTemplate, argument_name: str, value: str,
+    def complete(self, ref: str | Mapping[str, Any] | Prompt | ResourceTemplate, argument_name: str, value: str,
                  context: Mapping[str, str] | None = None, timeout: float | None = None) -> Completion:
         """Suggested values for argument ``argument_name`` of a prompt or resource template.
 
-        ``ref`` is a :class:`Prompt`, a :class:`ResourceTemplate`, or the wire
-        reference (``{"type": "ref/prompt", "name": ...}`` /
-        ``{"type": "ref/resource", "uri": ...}``); ``context`` the values of
-        the other arguments already chosen.
+        ``ref`` is a :class:`Prompt`, a :class:`ResourceTemplate`, a string, or
+        the wire reference (``{"type": "ref/prompt", "name": ...}`` /
+        ``{"type": "ref/resource", "uri": ...}``). A string is a prompt name
+        (``complete("review", "language", "p")``), unless it contains ``://`` or
+        ``{``: then it is a resource template URI (``"file:///{path}"``).
+        ``context`` the values of the other arguments already chosen.
+
+        A server that does not offer completions (it answers -32601 Method not
+        found) raises :class:`~mcpcall.errors.MethodNotFound`.
         """
-        if isinstance(ref, Prompt):
-            wire: dict[str, Any] = {"type": "ref/prompt", "name": ref.name}
+        if isinstance(ref, str):
+            if "://" in ref or "{" in ref:
+                wire: dict[str, Any] = {"type": "ref/resource", "uri": ref}
+            else:
+                wire = {"type": "ref/prompt", "name": ref}
+        elif isinstance(ref, Prompt):
+            wire = {"type": "ref/prompt", "name": ref.name}
         elif isinstance(ref, ResourceTemplate):
             wire = {"type": "ref/resource", "uri": ref.uri_template}
         elif isinstance(ref, Mapping) and ref.get("type") in ("ref/prompt", "ref/resource"):
             wire = dict(ref)
         else:
-            raise InvalidRequest("complete: ref must be a Prompt, a ResourceTemplate or a ref/prompt or ref/resource dict")
+            raise InvalidRequest("complete: ref must be a prompt name, a resource template URI, a Prompt, a ResourceTemplate "
+                                 "or a ref/prompt or ref/resource dict")
         params: dict[str, Any] = {"ref": wire, "argument": {"name": argument_name, "value": value}}
         if context:
             params["context"] = {"arguments": dict(context)}
-        return parse_completion(self._caller.result(Call("completion/complete", params, timeout), cache=False), self.name)
+        try:
+            result = self._caller.result(Call("completion/complete", params, timeout), cache=False)
+        except RPCError as exc:
+            unoffered = self._unoffered(exc, "completions")
+            if unoffered is not None:
+                raise unoffered from exc
+            raise
+        return parse_completion(result, self.name)
 
     # -- logging, roots, subscriptions -------------------------------------------------------------
 
@@ -469,7 +548,12 @@ class Client:
             self._caller.result(Call("logging/setLevel", {"level": level}, timeout), cache=False)
 
     def set_roots(self, roots: RootsOption, timeout: float | None = None) -> None:
-        """Replace the roots offered to the server; a legacy server is told they changed."""
+        """Replace the roots offered to the server; a legacy server is told they changed.
+
+        ``roots`` is one root (a path, a ``file://`` URI or a ``{"uri": ...}`` dict;
+        a string is ONE root, never its characters), an iterable of roots, or a
+        callable returning either. Anything else is a :class:`ConfigError`.
+        """
         self._inbound.set_roots(roots)
         if self.era == "legacy" and not self.closed:
             self.notify("notifications/roots/list_changed", None, timeout)
@@ -488,7 +572,10 @@ class Client:
         (``resources_list``), or the contents of ``resources`` (URIs).
 
         ``on_change(event)`` runs on the callbacks thread; ``sub.acknowledged``
-        is what the server agreed to send. Close the subscription (or use it as
+        is what the server agreed to send: ``{}`` from a server that cannot send
+        any of it (in both eras: no ``listChanged`` / ``resources.subscribe`` in
+        its capabilities, or, modern, no ``subscriptions/listen`` method), which
+        is no error. Close the subscription (or use it as
         a context manager) to stop.
         """
         return self._subscriptions.subscribe(tools=tools, prompts=prompts, resources_list=resources_list,

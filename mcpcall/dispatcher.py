@@ -169,9 +169,11 @@ class _Entry:
         "due",
         "future",
         "max_due",
+        "max_timeout",
         "method",
         "on_error",
         "on_progress",
+        "progressed",
         "request_id",
         "reset_on_progress",
         "timeout",
@@ -187,8 +189,10 @@ class _Entry:
         self.timeout: float | None = None  # what the caller asked for (shown in the error)
         self.due = math.inf  # monotonic time when it times out
         self.max_due = math.inf  # the cap on ``due`` when progress resets it
+        self.max_timeout: float | None = None  # that cap as the caller gave it (shown in the error)
         self.on_progress: ProgressCallback | None = None
         self.reset_on_progress = False
+        self.progressed = False  # a progress notification has reset ``due``
         self.cancel_on_timeout = True
 
 
@@ -248,8 +252,9 @@ class Dispatcher:
         ``timeout`` is in seconds (``None`` or ``inf``: no deadline); ``deadline``
         (a ``time.monotonic()`` value) overrides when it ends, ``timeout`` then
         only names it in the error (a request that continues an earlier one).
-        With ``on_progress``, a progress token equal to the request id is added
-        to ``params._meta`` and progress notifications for it are passed on.
+        With ``on_progress`` or ``reset_timeout_on_progress``, a progress token
+        equal to the request id is added to ``params._meta`` (without one a
+        server sends no progress); ``on_progress`` gets each notification.
         With ``reset_timeout_on_progress`` each notification restarts the
         timeout, but never past ``max_timeout`` from the start. ``future``
         continues an existing Future (a retry) under a new id.
@@ -264,11 +269,12 @@ class Dispatcher:
         entry.transform = transform
         entry.on_error = on_error
         entry.cancel_on_timeout = cancel_on_timeout
-        if on_progress is not None:
+        if on_progress is not None or reset_timeout_on_progress:
             params = dict(params) if params else {}
             meta = dict(params.get("_meta") or {})
             meta["progressToken"] = rid
             params["_meta"] = meta
+        if on_progress is not None:
             entry.on_progress = on_progress
             if future.progress_drained is None:
                 # The Future completes on the reader at once (nothing waits on the callbacks thread
@@ -289,6 +295,7 @@ class Dispatcher:
                 entry.reset_on_progress = True
                 if max_timeout is not None:
                     entry.max_due = now + max_timeout
+                    entry.max_timeout = max_timeout
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             message["params"] = params
@@ -364,15 +371,27 @@ class Dispatcher:
 
     def _expire(self, entry: _Entry) -> None:
         timeout = entry.timeout or 0.0
+        if entry.progressed and entry.max_timeout is not None and entry.due >= entry.max_due:
+            # Progress kept resetting the timeout until the cap ended it: the cap is the real limit.
+            limit = entry.max_timeout
+            within = (f"within {limit:g} s (max_timeout; the timeout of {timeout:g} s was reset by progress)",
+                      "raise max_timeout= if the operation is slow")
+        elif entry.progressed:
+            limit = timeout
+            within = (f"within {timeout:g} s of its last progress notification",
+                      "raise timeout= if the server reports progress less often")
+        else:
+            limit = timeout
+            within = (f"within {timeout:g} s", "raise timeout= if the operation is slow")
         entry.future.fail(
             RequestTimeout(
-                f"server {self.name!r} did not answer {entry.method} within {timeout:g} s "
-                "(the request was cancelled; raise timeout= if the operation is slow)",
+                f"server {self.name!r} did not answer {entry.method} {within[0]} "
+                f"(the request was cancelled; {within[1]})",
                 method=entry.method,
-                timeout=timeout,
+                timeout=limit,
             )
         )
-        self._transport_cancel(entry, f"timed out after {timeout:g} s")
+        self._transport_cancel(entry, f"timed out after {limit:g} s")
 
     def _transport_cancel(self, entry: _Entry, reason: str) -> None:
         # Transport.cancel never blocks: it queues a notice or shuts a socket (it runs on the scheduler).
@@ -539,8 +558,11 @@ class Dispatcher:
             if entry is not None and entry.reset_on_progress and entry.timeout is not None:
                 # Only ever later: the armed sweep finds it not yet due and re-arms for it.
                 entry.due = max(entry.due, min(monotonic() + entry.timeout, entry.max_due))
-        if entry is None or entry.on_progress is None:
+                entry.progressed = True
+        if entry is None:
             self.log(logging.DEBUG, "server %r: progress for unknown token %r", self.name, token)
+            return
+        if entry.on_progress is None:  # the token was sent only to reset the timeout
             return
         progress = params.get("progress")
         total = params.get("total")

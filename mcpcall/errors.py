@@ -10,6 +10,7 @@ working::
     ├── RequestTimeout         (also TimeoutError) no answer within the timeout
     ├── RPCError                                   the server answered with a JSON-RPC error
     │   ├── UnsupportedVersion                     -32022: the server wants another version
+    │   ├── MethodNotFound                         -32601: the server does not offer that feature
     │   └── ResourceNotFound                       the resource asked for does not exist
     ├── ToolError                                  a tool result had isError: true
     ├── ProtocolError                              the peer broke the protocol
@@ -35,6 +36,7 @@ __all__ = [
     "HTTPError",
     "InvalidRequest",
     "MCPError",
+    "MethodNotFound",
     "ProtocolError",
     "RPCError",
     "RequestTimeout",
@@ -93,6 +95,30 @@ class UnsupportedVersion(RPCError):
         data = self.data if isinstance(self.data, dict) else {}
         versions = data.get("supported")
         return [v for v in versions if isinstance(v, str)] if isinstance(versions, list) else []
+
+
+class MethodNotFound(RPCError):
+    """Error -32601: the server does not offer what was asked (resources, prompts, completions, ...).
+
+    ``capability`` is the server capability the feature belongs to (``"resources"``; may be empty),
+    ``declared`` whether the server's capabilities name it (False: the server said it does not offer it).
+    """
+
+    def __init__(self, code: int, message: str, data: Any = None, *, server: str = "", method: str = "",
+                 capability: str = "", declared: bool = False) -> None:
+        super().__init__(code, message, data, server=server, method=method)
+        self.capability = capability
+        self.declared = declared
+        where = f"server {server!r}" if server else "the server"
+        if capability and not declared:
+            text = (f"{where} does not offer {capability} (its capabilities have no {capability!r}; "
+                    f"{method} answered error {code}: {message}); check client.capabilities before asking")
+        elif capability:
+            text = (f"{where} declares {capability!r} but does not know {method} (error {code}: {message}); "
+                    "the server does not implement what it declares")
+        else:
+            text = f"{where} does not know {method or 'the method'} (error {code}: {message})"
+        self.args = (text,)
 
 
 class ResourceNotFound(RPCError):

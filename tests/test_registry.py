@@ -389,3 +389,26 @@ def test_a_name_shown_to_the_model_survives_a_tool_added_later() -> None:
         names = {t.tool.name: t.name for t in registry.tools()}
         assert names["late.tool"] == "mcp__sdk__late_tool" and names["late_tool"].startswith("mcp__sdk__late_tool_")
         assert registry.resolve("mcp__sdk__late_tool") == ("sdk", "late.tool")
+
+
+def test_close_ends_a_connect_under_way_and_frees_its_caller() -> None:
+    registry = ToolRegistry({"stuck": fault_argv("slow-init", extra=("--delay", "20"))}, timeout=30)
+    out: List[Dict[str, Any]] = []
+    caller = threading.Thread(target=lambda: out.append(registry.execute(openai_call("mcp__stuck__echo", {"message": "x"}))))
+    caller.start()
+    assert wait_until(lambda: bool(_children()), 10)  # the server is starting
+    time.sleep(0.5)
+    started = time.monotonic()
+    registry.close()
+    caller.join(10)
+    assert not caller.is_alive() and time.monotonic() - started < 8
+    assert "closed" in out[0]["content"], out
+
+
+def test_one_deadline_for_call_and_the_clients_own_timeout_kept() -> None:
+    with ToolRegistry({"demo": demo_argv()}, timeout=45) as registry:
+        started = time.monotonic()
+        with pytest.raises(mcpcall.RequestTimeout):
+            registry.call("mcp__demo__slow", {"seconds": 30}, timeout=3)
+        assert time.monotonic() - started < 8  # the connect and the call share the 3 s
+        assert registry.client("demo").timeout == 45.0  # not what was left of the first caller's deadline

@@ -51,6 +51,7 @@ class ServerState:
         self.retry_at = 0.0
         self.error: BaseException | None = None
         self.ever_connected = client is not None
+        self.connecting: Client | None = None  # the client being connected: close() ends its handshake
 
     def alive(self) -> bool:
         """True while its client can take requests."""
@@ -119,10 +120,12 @@ class ServerPool:
             self.closed = True
             states = list(self._servers.values())
         for state in states:
-            # A connect under way sees the pool closed and closes what it made.
-            client, state.client = state.client, None
-            if client is not None:
-                client.close()
+            # A connect under way fails at once (its client closed under it), and one that has not
+            # begun sees the pool closed.
+            for client in (state.connecting, state.client):
+                if client is not None:
+                    client.close()
+            state.client = None
 
     def get(self, server: str) -> ServerState:
         """The server called ``server``; a ConfigError naming the known ones if none is."""
@@ -209,8 +212,19 @@ class ServerPool:
         if state.ever_connected:
             log.warning("server %r is gone; restarting it", state.name)
         try:
-            client = state.config.connect(**{**self._options, "timeout": min(seconds, self.seconds(None, state))})
+            # Built, then connected within what is left of the caller's deadline; its own default timeout
+            # for later requests stays the configured one.
+            client = state.config.connect(**{**self._options, "timeout": self.seconds(None, state), "start": False})
+            state.connecting = client
+            try:
+                if self.closed:
+                    raise ConnectionClosed("the tool registry was closed")
+                client.connect(timeout=seconds)
+            finally:
+                state.connecting = None
         except BaseException as exc:
+            if self.closed:
+                raise ConnectionClosed("the tool registry was closed") from None
             state.failures += 1
             state.error = exc
             state.retry_at = monotonic() + self._delay(state.failures)

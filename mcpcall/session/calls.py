@@ -225,6 +225,14 @@ class Caller:
     def _call_timeout(self, call: Call) -> RequestTimeout:
         timeout = call.timeout or 0.0
         rounds = f" in {call.rounds + 1} rounds" if call.rounds else ""
+        if call.reset and call.max_timeout is not None:  # the call's deadline is max_timeout from its start
+            return RequestTimeout(
+                f"server {self.name!r} did not complete {call.method} within {call.max_timeout:g} s{rounds} "
+                f"(max_timeout; the timeout of {timeout:g} s is reset by progress; raise max_timeout= if the "
+                "operation is slow)",
+                method=call.method,
+                timeout=call.max_timeout,
+            )
         return RequestTimeout(
             f"server {self.name!r} did not complete {call.method} within {timeout:g} s{rounds} "
             "(raise timeout= if the operation is slow)",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Callable, Union
 
@@ -28,7 +28,8 @@ from ..callbacks import CallbackRunner
 from ..dispatcher import Dispatcher
 from ..errors import ConfigError, ProtocolError, RPCError
 
-__all__ = ["CHANGE_NOTIFICATIONS", "Handler", "Inbound", "LogCallback", "RootsOption", "root_entries"]
+__all__ = ["CHANGE_NOTIFICATIONS", "BadHandlerAnswer", "Handler", "Inbound", "LogCallback", "RootsOption", "root_entries",
+           "root_items"]
 
 log = logging.getLogger("mcpcall.client")
 
@@ -36,8 +37,10 @@ log = logging.getLogger("mcpcall.client")
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 #: ``on_log(level, logger, data)`` for each ``notifications/message``.
 LogCallback = Callable[[str, Union[str, None], Any], None]
-#: Roots: paths, ``file://`` URIs, ``{"uri": ..., "name": ...}`` dicts, or a callable returning them.
-RootsOption = Union[Sequence[Union[str, "os.PathLike[str]", Mapping[str, Any]]], Callable[[], Sequence[Any]], None]
+#: One root: a path, a ``file://`` URI, or a ``{"uri": ..., "name": ...}`` dict.
+Root = Union[str, "os.PathLike[str]", Mapping[str, Any]]
+#: Roots: one root, an iterable of roots, or a callable returning either (asked each time the server lists them).
+RootsOption = Union[Root, Iterable[Root], Callable[[], Union[Root, Iterable[Root]]], None]
 
 SAMPLING = "sampling/createMessage"
 ELICITATION = "elicitation/create"
@@ -69,10 +72,25 @@ _LOG_LEVELS = {
 _RANK = {name: rank for rank, name in enumerate(_LOG_LEVELS)}
 
 
-def root_entries(roots: Sequence[Any]) -> list[dict[str, Any]]:
-    """``roots`` as wire entries: a path becomes a ``file://`` URI (absolute), a URI stays as it is."""
+def root_items(roots: Any) -> list[Any]:
+    """``roots`` as a list of single roots: a str, path or dict is ONE root, never split into its characters.
+
+    Anything else must be an iterable of roots (not bytes, not a number): else :class:`ConfigError`.
+    """
+    if isinstance(roots, (str, os.PathLike, Mapping)):
+        return [roots]
+    if isinstance(roots, (bytes, bytearray, memoryview)) or not isinstance(roots, Iterable):
+        raise ConfigError(
+            f"roots must be a path, a file:// URI, a dict with a 'uri', or a list of them, not a {type(roots).__name__}"
+        )
+    return list(roots)
+
+
+def root_entries(roots: Any) -> list[dict[str, Any]]:
+    """``roots`` (one root or an iterable of them) as wire entries: a path becomes a ``file://`` URI
+    (absolute), a URI stays as it is."""
     entries: list[dict[str, Any]] = []
-    for item in roots:
+    for item in root_items(roots):
         if isinstance(item, Mapping):
             if not isinstance(item.get("uri"), str):
                 raise ConfigError(f"a root given as a dict needs a string 'uri', not {item!r}")
@@ -97,6 +115,51 @@ class NoHandler(RPCError):
         text = (f"server {server!r} asked the client for {method}, which this client has no handler for "
                 "(give connect() sampling=, elicitation=, roots= or handlers={method: fn})")
         self.args = (text,)
+
+
+class BadHandlerAnswer(ProtocolError):
+    """A handler (sampling, elicitation, roots, ...) returned an answer the protocol does not allow.
+
+    Nothing of it is sent: the server gets a JSON-RPC error (legacy) or the call fails (modern).
+    ``reason`` says what is wrong with the answer, without repeating its values.
+    """
+
+    def __init__(self, method: str, reason: str, server: str) -> None:
+        super().__init__(f"the client's handler for {method} (server {server!r}) gave an invalid answer: {reason}; "
+                         "fix what the handler returns")
+        self.method = method
+        self.reason = reason
+        self.server = server
+
+
+_ELICIT_ACTIONS = ("accept", "decline", "cancel")
+_ROLES = ("user", "assistant")
+
+
+def _answer_problem(method: str, result: Any) -> str | None:
+    """What is wrong with a handler's answer to ``method`` (None: nothing that mcpcall checks)."""
+    if not isinstance(result, Mapping):
+        return f"it returned a {type(result).__name__}, not a dict"
+    if method == ELICITATION:
+        action = result.get("action")
+        if action not in _ELICIT_ACTIONS:
+            return f"'action' must be one of {', '.join(_ELICIT_ACTIONS)} (got a {type(action).__name__} that is none of them)"
+        content = result.get("content")
+        if content is not None and action != "accept":
+            return f"'content' goes only with the action 'accept', not {action!r}"
+        if content is not None and not isinstance(content, Mapping):
+            return f"'content' must be a dict of field values, not a {type(content).__name__}"
+    elif method == SAMPLING:
+        missing = [key for key in ("role", "content", "model") if key not in result]
+        if missing:
+            return f"a sampling result needs {', '.join(repr(k) for k in missing)} (role, content, model)"
+        if result["role"] not in _ROLES:
+            return "'role' must be 'user' or 'assistant'"
+        if not isinstance(result["content"], (Mapping, list)):
+            return f"'content' must be a content block (dict) or a list of them, not a {type(result['content']).__name__}"
+        if not isinstance(result["model"], str):
+            return f"'model' must be a string, not a {type(result['model']).__name__}"
+    return None
 
 
 def _check_root(uri: str) -> None:
@@ -172,17 +235,29 @@ class Inbound:
     # -- roots ---------------------------------------------------------------------------------
 
     def set_roots(self, roots: RootsOption) -> None:
-        """Replace the roots (checked now when given as a list)."""
+        """Replace the roots: one path / URI / dict, an iterable of them, or a callable returning either.
+
+        A single string is one root (``"/tmp"``), never split into characters. Roots
+        given as values are checked (and copied) now: a bad one is a :class:`ConfigError`
+        here, not when the server asks. A callable is called each time the server
+        lists the roots; a bad answer from it is an error to the server and a warning.
+        """
         if roots is not None and not callable(roots):
-            root_entries(roots)  # a bad entry fails here, not when the server asks
+            items = root_items(roots)
+            root_entries(items)  # a bad entry fails here, not when the server asks
+            roots = items  # an iterator would be used up by the check: keep the list
         with self._roots_lock:
             self._roots = roots
 
     def _list_roots(self, params: dict[str, Any]) -> dict[str, Any]:
         with self._roots_lock:
             roots = self._roots
-        items = roots() if callable(roots) else (roots or [])
-        return {"roots": root_entries(items)}
+        if not callable(roots):
+            return {"roots": root_entries(roots or [])}
+        try:
+            return {"roots": root_entries(roots())}
+        except ConfigError as exc:  # the callable's answer is wrong; its own exceptions pass as they are
+            raise BadHandlerAnswer(ROOTS, str(exc), self.name) from exc
 
     # -- requests the server makes (callbacks thread) ---------------------------------------
 
@@ -204,8 +279,12 @@ class Inbound:
         if handler is None:
             raise NoHandler(method, self.name)
         result = handler(params)
-        if not isinstance(result, dict):
-            raise ProtocolError(f"the handler for {method} returned {type(result).__name__}, not a dict")
+        problem = _answer_problem(method, result)
+        if problem is not None:
+            raise BadHandlerAnswer(method, problem, self.name)
+        result = dict(result)
+        if method == ELICITATION and "content" in result and result["content"] is None:
+            del result["content"]  # null is no object: a declined answer built generically
         if method == ELICITATION and params.get("mode", "form") == "form":
             result = with_defaults(result, params.get("requestedSchema"))
         return result
@@ -225,6 +304,10 @@ class Inbound:
             reply = jsonrpc.result_response(message["id"], result)
         except RPCError as exc:
             reply = jsonrpc.error_response(message["id"], exc.code, exc.message, exc.data)
+        except BadHandlerAnswer as exc:  # the user's mistake: say which, send nothing of the answer
+            log.warning("%s", exc)
+            reply = jsonrpc.error_response(message["id"], jsonrpc.INTERNAL_ERROR,
+                                           f"the client's handler for {message['method']} gave an invalid answer")
         except BaseException as exc:  # user code may raise anything; the server still gets an answer
             # The details stay here (they may hold a secret): the server learns only that it failed.
             log.exception("handler for %s failed", message["method"])

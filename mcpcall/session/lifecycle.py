@@ -117,16 +117,20 @@ def collected(connection: Connection) -> None:
     if connection.owner.forked:
         connection.close()
         return
-    warnings.warn(
-        f"unclosed mcpcall client for server {connection.name!r} (close it, or use it in a with block)",
-        ResourceWarning,
-        stacklevel=3,  # the line that dropped the last reference (under weakref.finalize.__call__)
-    )
-    # Closing can take seconds (the stdio close ladder), and the collector may run anywhere.
+    # Close first, warn after: under ``-W error::ResourceWarning`` the warning is raised as an
+    # exception, which must not keep the server running until the interpreter exits.
     try:
-        threading.Thread(target=connection.close, name=f"mcpcall-close-{connection.name}", daemon=True).start()
-    except RuntimeError:  # interpreter shutting down: no new threads
-        connection.close()
+        # Closing can take seconds (the stdio close ladder), and the collector may run anywhere.
+        try:
+            threading.Thread(target=connection.close, name=f"mcpcall-close-{connection.name}", daemon=True).start()
+        except RuntimeError:  # interpreter shutting down: no new threads
+            connection.close()
+    finally:
+        warnings.warn(
+            f"unclosed mcpcall client for server {connection.name!r} (close it, or use it in a with block)",
+            ResourceWarning,
+            stacklevel=3,  # the line that dropped the last reference (under weakref.finalize.__call__)
+        )
 
 
 def close_all() -> None:

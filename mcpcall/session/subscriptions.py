@@ -11,6 +11,12 @@
   it here. A stream that ends without the server closing it gracefully is
   listened to again, with backoff, until the subscription is closed.
 
+In both eras a server that cannot send what was asked is no error: the
+subscription's ``acknowledged`` is then ``{}`` (legacy: its capabilities
+declare no ``listChanged`` / ``subscribe`` for it; modern: the same, checked
+before ``subscriptions/listen`` is sent, or the server answers it with -32601
+Method not found). Other errors are raised.
+
 ``on_change(event)`` runs on the client's callbacks thread with a
 :class:`ChangeEvent`. A :class:`Subscription` is a context manager; closing it
 (or the client) ends the stream.
@@ -27,9 +33,10 @@ from dataclasses import field
 from time import monotonic
 from typing import Any, Callable
 
+from .. import jsonrpc
 from ..callbacks import CallbackRunner
 from ..dispatcher import RequestFuture
-from ..errors import MCPError, RequestTimeout
+from ..errors import MCPError, RequestTimeout, RPCError
 from ..protocol import META_SUBSCRIPTION_ID
 from ..scheduler import get_scheduler
 from ..types._record import record
@@ -148,7 +155,12 @@ class Subscriptions:
             self._open.append(sub)
         try:
             if self.caller.state.era == "modern":
-                self._listen(sub, timeout, first=True)
+                if self._offers_any(sub):
+                    self._listen(sub, timeout, first=True)
+                else:
+                    log.debug("server %r declares none of the change notifications asked for (%r); "
+                              "subscriptions/listen not sent", self.name, sub)
+                    self._unsupported(sub)
             else:
                 self._legacy_open(sub, timeout)
         except BaseException:
@@ -182,6 +194,25 @@ class Subscriptions:
                     self.caller.result(Call("resources/unsubscribe", {"uri": uri}, timeout), cache=False)
                 except MCPError as exc:
                     log.debug("server %r: resources/unsubscribe %r failed: %s", self.name, uri, exc)
+
+    def _offers_any(self, sub: Subscription) -> bool:
+        """Whether the server's capabilities declare any of what ``sub`` asks for (the spec has no
+        capability for ``subscriptions/listen`` itself: ``listChanged`` and ``resources.subscribe`` say it)."""
+        caps = self.caller.state.capabilities
+
+        def declared(section: str, flag: str) -> bool:
+            value = caps.get(section)
+            return isinstance(value, dict) and bool(value.get(flag))
+
+        return ((sub.tools and declared("tools", "listChanged")) or (sub.prompts and declared("prompts", "listChanged"))
+                or (sub.resources_list and declared("resources", "listChanged"))
+                or (bool(sub.uris) and declared("resources", "subscribe")))
+
+    @staticmethod
+    def _unsupported(sub: Subscription) -> None:
+        """The server sends nothing for ``sub``: acknowledged nothing, and nothing to listen to again."""
+        sub.acknowledged = {}
+        sub._acked.set()
 
     def _legacy_open(self, sub: Subscription, timeout: float | None) -> None:
         caps = self.caller.state.capabilities
@@ -240,7 +271,12 @@ class Subscriptions:
                 method="subscriptions/listen", timeout=wait,
             )
         if future.done() and not future.cancelled() and future.exception() is not None:
-            raise future.exception()  # type: ignore[misc]
+            error = future.exception()
+            if _method_not_found(error):
+                log.debug("server %r does not offer subscriptions/listen (%s); no change notifications", self.name, error)
+                self._unsupported(sub)
+                return
+            raise error  # type: ignore[misc]
 
     def _ended(self, sub: Subscription, future: Future[Any]) -> None:
         """A listen request finished: gracefully (the server ended it), or broken (listen again)."""
@@ -251,6 +287,14 @@ class Subscriptions:
         if error is None:
             sub.ended = True
             log.info("server %r ended a subscription (%r)", self.name, sub)
+            return
+        if _method_not_found(error):  # no listen at all (any more): listening again cannot help
+            with self._lock:
+                self._by_id.pop(sub.subscription_id, None)
+            if sub.ever_acknowledged:
+                sub.ended = True
+                self.caller.dispatcher.log(logging.INFO, "server %r no longer offers subscriptions/listen; %r ended",
+                                           self.name, sub, logger=log.name)  # logged from the callbacks thread
             return
         if not sub.ever_acknowledged:
             return  # refused when opened: subscribe() raises it
@@ -315,6 +359,10 @@ def _deliver(sub: Subscription, event: ChangeEvent) -> None:
     """On the callbacks thread."""
     if not sub.closed and sub.on_change is not None:
         sub.on_change(event)
+
+
+def _method_not_found(error: BaseException | None) -> bool:
+    return isinstance(error, RPCError) and error.code == jsonrpc.METHOD_NOT_FOUND
 
 
 def _failed(exc: BaseException) -> Future[Any]:

@@ -91,7 +91,10 @@ class SSETransport(HTTPBase):
         finally:
             self._ready.set()
         if self.endpoint is not None and not self._closing.is_set() and self._receiver is not None:
-            self._receiver.on_close(ConnectionClosed(f"server {self.name!r} {reason}"))
+            # HTTP+SSE has no way to resume: the endpoint (the session) died with the stream.
+            self._receiver.on_close(ConnectionClosed(
+                f"server {self.name!r} {reason}; this HTTP+SSE connection is over: connect again (a new client)"
+            ))
 
     def _events(self, response: Any) -> str:
         stream = SSEStream(body_chunks(response), response, self.max_message_bytes)

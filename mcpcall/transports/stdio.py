@@ -176,16 +176,19 @@ class StdioTransport(Transport):
             stderr_target = subprocess.DEVNULL
         environment = self._environment()
         try:
-            self.process = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr_target,
-                env=environment,
-                cwd=self._cwd,
-                start_new_session=True,
-                close_fds=True,
-            )
+            with self._close_lock:  # a close() from another thread either comes first (nothing starts) or sees the process
+                if self._closed:
+                    raise ConnectionClosed(f"server {self.name!r} was closed before it started")
+                self.process = subprocess.Popen(
+                    self.argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=stderr_target,
+                    env=environment,
+                    cwd=self._cwd,
+                    start_new_session=True,
+                    close_fds=True,
+                )
         except FileNotFoundError as exc:
             raise ConnectionClosed(_not_found(self.name, str(exc.filename or self.argv[0]), self._cwd, environment)) from None
         except (PermissionError, NotADirectoryError, OSError) as exc:
