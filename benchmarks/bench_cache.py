@@ -21,6 +21,7 @@ import time
 from typing import Any, Callable
 
 from bench_stdio import RawClient
+from common import run_sequential
 
 import mcpcall
 
@@ -29,15 +30,8 @@ SERVER = [sys.executable, "-m", "mcpcall.demo_server"]
 
 def per_call(call: Callable[[], Any], seconds: float) -> float:
     """Seconds per call of ``call``, called back to back for about ``seconds``."""
-    calls = 0
-    start = time.perf_counter()
-    end = start + seconds
-    now = start
-    while now < end:
-        call()
-        calls += 1
-        now = time.perf_counter()
-    return (now - start) / calls
+    calls, elapsed, _ = run_sequential(call, seconds)
+    return elapsed / calls
 
 
 class SDKLister:

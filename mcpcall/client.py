@@ -406,6 +406,17 @@ class Client:
                 return []  # it said it has none, and it has none: an empty listing, as the CLI shows it
             raise unoffered from exc
 
+    def _offered(self, call: Call, capability: str) -> dict[str, Any]:
+        """The result of ``call`` (never cached); a -32601 answer as :class:`MethodNotFound` naming ``capability``."""
+        try:
+            result: dict[str, Any] = self._caller.result(call, cache=False)
+            return result
+        except RPCError as exc:
+            unoffered = self._unoffered(exc, capability)
+            if unoffered is not None:
+                raise unoffered from exc
+            raise
+
     def _unoffered(self, exc: RPCError, capability: str) -> MethodNotFound | None:
         """``exc`` as :class:`MethodNotFound` naming ``capability`` when it is a -32601 answer, else None."""
         if exc.code != jsonrpc.METHOD_NOT_FOUND:
@@ -480,14 +491,7 @@ class Client:
             if bad:
                 raise InvalidRequest(f"get_prompt({prompt!r}): argument values must be strings; {', '.join(bad)} are not")
             params["arguments"] = dict(arguments)
-        try:
-            result = self._caller.result(Call("prompts/get", params, timeout), cache=False)
-        except RPCError as exc:
-            unoffered = self._unoffered(exc, "prompts")
-            if unoffered is not None:
-                raise unoffered from exc
-            raise
-        return parse_prompt_result(result, prompt, self.name)
+        return parse_prompt_result(self._offered(Call("prompts/get", params, timeout), "prompts"), prompt, self.name)
 
     def complete(self, ref: str | Mapping[str, Any] | Prompt | ResourceTemplate, argument_name: str, value: str,
                  context: Mapping[str, str] | None = None, timeout: float | None = None) -> Completion:
@@ -520,14 +524,7 @@ class Client:
         params: dict[str, Any] = {"ref": wire, "argument": {"name": argument_name, "value": value}}
         if context:
             params["context"] = {"arguments": dict(context)}
-        try:
-            result = self._caller.result(Call("completion/complete", params, timeout), cache=False)
-        except RPCError as exc:
-            unoffered = self._unoffered(exc, "completions")
-            if unoffered is not None:
-                raise unoffered from exc
-            raise
-        return parse_completion(result, self.name)
+        return parse_completion(self._offered(Call("completion/complete", params, timeout), "completions"), self.name)
 
     # -- logging, roots, subscriptions -------------------------------------------------------------
 
