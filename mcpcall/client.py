@@ -204,12 +204,14 @@ class Client:
         if not (isinstance(budget, (int, float)) and budget > 0):
             raise ConfigError(f"timeout must be positive seconds, not {budget!r}")
         self._connection.owner.check(self.name)
-        if self._connection.closed:
+        if not self._connection.open():
             raise ConnectionClosed(f"client for server {self.name!r} was closed")
-        self._connection.open()
         try:
             deadline = monotonic() + budget
             self.transport.start(self.dispatcher, timeout=budget)
+            if self._connection.closed:  # closed by another thread while the transport started
+                self.transport.terminate()
+                raise ConnectionClosed(f"client for server {self.name!r} was closed while it connected")
             if monotonic() >= deadline:
                 raise RequestTimeout(
                     f"server {self.name!r} did not finish connecting within {budget:g} s (starting the transport)",

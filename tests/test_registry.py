@@ -412,3 +412,11 @@ def test_one_deadline_for_call_and_the_clients_own_timeout_kept() -> None:
             registry.call("mcp__demo__slow", {"seconds": 30}, timeout=3)
         assert time.monotonic() - started < 8  # the connect and the call share the 3 s
         assert registry.client("demo").timeout == 45.0  # not what was left of the first caller's deadline
+
+
+def test_a_client_its_user_closed_is_no_crash_and_gets_no_backoff() -> None:
+    with ToolRegistry({"demo": demo_argv()}) as registry:
+        for _ in range(4):
+            with registry.client("demo") as client:  # closed by its user each time: reconnected at once
+                client.ping()
+        assert registry.execute(openai_call("mcp__demo__echo", {"message": "ok"}))["content"] == "ok"

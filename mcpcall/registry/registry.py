@@ -131,7 +131,7 @@ class ToolRegistry:
         self._deny = _patterns(deny, "deny")
         self._lock = threading.Lock()  # guards the name table
         self._table: NameTable | None = None  # None: made again when next needed
-        self._last: NameTable | None = None  # the names handed out so far
+        self._given: dict[tuple[str, str], str] = {}  # every (server, tool) name handed out so far
         self._warned: set[str] = set()
         self._stats = StatsKeeper()
         self._pool = ServerPool(timeout=self.timeout, max_restarts=max_restarts, connect_options=connect_options or {},
@@ -432,6 +432,7 @@ class ToolRegistry:
             return self._done(outcome, f"{what} failed: server {outcome.server!r} went away "
                                        f"({model_text(exc)}); it will be restarted on the next call")
         except RPCError as exc:  # the server's own words about the call: the model may read them
+            self._pool.succeeded(self._pool.get(outcome.server))  # it answered: alive and well
             return self._done(outcome, f"{what} failed: {exc.message[:_MAX_RPC_TEXT]} (JSON-RPC error {exc.code})")
         except MCPError as exc:
             log.warning("%s failed: %s", what, exc)
@@ -472,9 +473,10 @@ class ToolRegistry:
             if table is None:
                 pairs = [(s.name, t.name) for s in self._pool.states() for t in self._visible(s)]
                 # Names once shown to a model stay: a tool added later never renames one mid-conversation.
-                keep = self._last.by_pair if self._last is not None else None
-                table = self._table = self._last = build_names(pairs, prefix=self.prefix, separator=self.separator,
-                                                               keep=keep)
+                # Every name ever handed out, for a server whose tools are missing from this table for a while.
+                table = self._table = build_names(pairs, prefix=self.prefix, separator=self.separator,
+                                                  keep=self._given or None)
+                self._given.update(table.by_pair)
                 for collision in table.collisions:
                     if collision.name not in self._warned:
                         self._warned.add(collision.name)

@@ -191,8 +191,9 @@ class ServerPool:
         """Connect ``state`` for the first time or after it died (with backoff between failures); lock held."""
         old, state.client = state.client, None
         if old is not None:
+            closed_by_its_user = old.closed  # reg.client(...) in a with block: no crash of the server
             _close_aside(old, state.name)
-            if monotonic() - state.connected_at < _QUICK_DEATH:
+            if not closed_by_its_user and monotonic() - state.connected_at < _QUICK_DEATH:
                 # It died soon after it started (a server that crashes on every call): back off as
                 # for a failed start, though the first such restart is at once.
                 state.failures += 1
@@ -218,6 +219,7 @@ class ServerPool:
             state.connecting = client
             try:
                 if self.closed:
+                    client.close()  # built, never started: nothing else would close it
                     raise ConnectionClosed("the tool registry was closed")
                 client.connect(timeout=seconds)
             finally:
@@ -356,7 +358,10 @@ def model_text(exc: BaseException | None, started: bool = True) -> str:
 
 def _close_aside(client: Client, name: str) -> None:
     """Close a dead client off the caller's path: its close ladder may take seconds (a process that ignores SIGTERM)."""
-    threading.Thread(target=client.close, name=f"mcpcall-close-{name}", daemon=True).start()
+    try:
+        threading.Thread(target=client.close, name=f"mcpcall-close-{name}", daemon=True).start()
+    except RuntimeError:  # no new threads (interpreter shutdown): close here
+        client.close()
 
 
 def short(exc: BaseException | None) -> str:

@@ -62,16 +62,31 @@ class Connection:
             self._between.discard(future)
 
     def switch_transport(self, transport: Transport, timeout: float) -> None:
-        """Replace the transport (auto's fallback to HTTP+SSE) and start the new one."""
-        old = self.dispatcher.transport
-        self.dispatcher.transport = transport
-        self.transport = transport
+        """Replace the transport (auto's fallback to HTTP+SSE) and start the new one.
+
+        A connection closed meanwhile (by another thread) starts nothing: the new
+        transport is closed and ConnectionClosed raised. One closed while the new
+        transport starts has closed it already (close() closes the current one).
+        """
+        with self._lock:
+            if self.closed:
+                transport.close()
+                raise ConnectionClosed(f"client for server {self.name!r} was closed")
+            old = self.dispatcher.transport
+            self.dispatcher.transport = transport
+            self.transport = transport
         old.close()
         transport.start(self.dispatcher, timeout=timeout)
+        if self.closed:  # closed during start(): close() may have seen the transport before it had anything to end
+            transport.terminate()
 
-    def open(self) -> None:
-        """Count this connection among the open ones (closed at interpreter exit)."""
-        _open.add(self)
+    def open(self) -> bool:
+        """Count this connection among the open ones (closed at interpreter exit); False if closed already."""
+        with self._lock:
+            if self.closed:
+                return False
+            _open.add(self)
+            return True
 
     def close(self, *, terminate: bool = False) -> None:
         """Close everything; ``terminate``: without the graceful steps (a connect that failed)."""

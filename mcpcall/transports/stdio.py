@@ -175,10 +175,12 @@ class StdioTransport(Transport):
         elif self._stderr_option == "devnull":
             stderr_target = subprocess.DEVNULL
         environment = self._environment()
-        try:
-            with self._close_lock:  # a close() from another thread either comes first (nothing starts) or sees the process
-                if self._closed:
-                    raise ConnectionClosed(f"server {self.name!r} was closed before it started")
+        # All of the setup under the close lock: a close() from another thread either comes first
+        # (nothing starts) or finds the process, its pipes and its threads all there to end.
+        with self._close_lock:
+            if self._closed:
+                raise ConnectionClosed(f"server {self.name!r} was closed before it started")
+            try:
                 self.process = subprocess.Popen(
                     self.argv,
                     stdin=subprocess.PIPE,
@@ -189,11 +191,19 @@ class StdioTransport(Transport):
                     start_new_session=True,
                     close_fds=True,
                 )
-        except FileNotFoundError as exc:
-            raise ConnectionClosed(_not_found(self.name, str(exc.filename or self.argv[0]), self._cwd, environment)) from None
-        except (PermissionError, NotADirectoryError, OSError) as exc:
-            raise ConnectionClosed(f"could not start server {self.name!r}: {exc}") from exc
-        proc = self.process
+            except FileNotFoundError as exc:
+                raise ConnectionClosed(_not_found(self.name, str(exc.filename or self.argv[0]), self._cwd, environment)) from None
+            except OSError as exc:  # PermissionError, NotADirectoryError, too many processes, …
+                raise ConnectionClosed(f"could not start server {self.name!r}: {exc}") from exc
+            proc = self.process
+            try:
+                self._set_up(proc)
+            except Exception as exc:  # out of descriptors or threads: the process must not outlive the failure
+                self._signal_group(proc.pid, signal.SIGKILL)
+                raise ConnectionClosed(f"could not start server {self.name!r}: {type(exc).__name__}: {exc}") from exc
+
+    def _set_up(self, proc: subprocess.Popen[bytes]) -> None:
+        """Pipes, descriptors and threads of a process just started; close lock held."""
         assert proc.stdin is not None and proc.stdout is not None
         self._stdin_fd = proc.stdin.fileno()
         os.set_blocking(self._stdin_fd, False)
