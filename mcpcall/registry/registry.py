@@ -124,8 +124,8 @@ class ToolRegistry:
         if not (isinstance(timeout, (int, float)) and timeout > 0):
             raise ConfigError(f"timeout must be positive seconds, not {timeout!r}")
         build_names((), prefix=prefix, separator=separator)  # checks both
-        self.prefix = prefix
-        self.separator = separator
+        self._prefix = prefix
+        self._separator = separator
         self.timeout = float(timeout)
         self._allow = _patterns(allow, "allow")
         self._deny = _patterns(deny, "deny")
@@ -164,6 +164,9 @@ class ToolRegistry:
         self.close()
 
     # -- servers ----------------------------------------------------------------------------------
+
+    prefix = property(lambda self: self._prefix, doc="The exposed names' prefix (fixed: names once shown to a model stay).")
+    separator = property(lambda self: self._separator, doc="What separates prefix, server and tool in exposed names.")
 
     def add_server(self, name: str, server: Any) -> None:
         """Add a server (as in the constructor); its name must be new."""
@@ -474,7 +477,7 @@ class ToolRegistry:
                 pairs = [(s.name, t.name) for s in self._pool.states() for t in self._visible(s)]
                 # Names once shown to a model stay: a tool added later never renames one mid-conversation.
                 # Every name ever handed out, for a server whose tools are missing from this table for a while.
-                table = self._table = build_names(pairs, prefix=self.prefix, separator=self.separator,
+                table = self._table = build_names(pairs, prefix=self._prefix, separator=self._separator,
                                                   keep=self._given or None)
                 self._given.update(table.by_pair)
                 for collision in table.collisions:
@@ -510,8 +513,8 @@ class ToolRegistry:
             self._table = None
 
     def _stem(self, server: str) -> str:
-        head = f"{self.prefix}{self.separator}" if self.prefix else ""
-        return f"{head}{sanitize(server)}{self.separator}"
+        head = f"{self._prefix}{self._separator}" if self._prefix else ""
+        return f"{head}{sanitize(server)}{self._separator}"
 
 def _timed_out(state: ServerState, deadline: float) -> bool:
     """Whether a call that could not be sent to ``state`` failed for want of time (counted as a timeout)."""
