@@ -1,0 +1,461 @@
+"""OAuth tokens, where they are kept, and one refresh at a time.
+
+- :class:`Token` parses an RFC 6749 §5.1 token response; its repr and str never show a token.
+- :class:`TokenStore` is what the OAuth flow reads and writes, keyed by ``(issuer, resource)``;
+  :class:`MemoryTokenStore` is the default, :class:`FileTokenStore` survives restarts.
+- :class:`RefreshGate` lets one thread refresh while the others sharing a client wait for its result.
+
+Errors (derived from :mod:`mcpcall.errors` so ``except MCPError`` catches them)::
+
+    TokenResponseError   (ProtocolError, ValueError)   a token response we cannot use
+    InsecureTokenFile    (MCPError, PermissionError)   a token file others may read
+    RefreshTimeout       (MCPError, TimeoutError)      waited too long for another thread's refresh
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import stat
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Hashable, Iterator, Mapping
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Protocol, TypeVar
+
+from mcpcall.errors import MCPError, ProtocolError
+
+if sys.platform != "win32":
+    import fcntl
+
+__all__ = [
+    "FileTokenStore",
+    "InsecureTokenFile",
+    "MemoryTokenStore",
+    "RefreshGate",
+    "RefreshTimeout",
+    "Token",
+    "TokenResponseError",
+    "TokenStore",
+    "default_token_path",
+]
+
+log = logging.getLogger("mcpcall.auth.tokens")
+
+T = TypeVar("T")
+
+_TOKEN_TYPES = {"bearer": "Bearer", "dpop": "DPoP"}
+
+
+class TokenResponseError(ProtocolError, ValueError):
+    """The token endpoint's answer is not a usable token response (the message never holds a token)."""
+
+
+class InsecureTokenFile(MCPError, PermissionError):
+    """A token file is readable or writable by other users, or is not a regular file."""
+
+
+class RefreshTimeout(MCPError, TimeoutError):
+    """Another thread's refresh for the same key did not finish within the timeout."""
+
+
+def _describe(value: object) -> str:
+    """A short, safe description of an unexpected value: its type, or a short string."""
+    if isinstance(value, str):
+        return repr(value[:32] + ("…" if len(value) > 32 else ""))
+    return type(value).__name__
+
+
+@dataclass(frozen=True, repr=False)
+class Token:
+    """An access token for one protected resource, from one authorization server.
+
+    ``expires_at`` is epoch seconds (``time.time()``), or ``None`` when the server
+    gave no ``expires_in``. ``raw`` is the response as received; it takes no part
+    in equality and is never shown or written to a :class:`FileTokenStore`.
+    """
+
+    access_token: str
+    token_type: str
+    issuer: str
+    resource: str
+    expires_at: float | None = None
+    refresh_token: str | None = None
+    scope: tuple[str, ...] = ()
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @classmethod
+    def from_response(
+        cls,
+        body: Mapping[str, Any],
+        *,
+        issuer: str,
+        resource: str,
+        now: float | None = None,
+    ) -> Token:
+        """Parse a successful token response (RFC 6749 §5.1); raise :class:`TokenResponseError` if unusable.
+
+        ``token_type`` is required and must be ``Bearer`` or ``DPoP`` in any case;
+        it is stored in its canonical spelling. A missing ``scope`` gives ``()``.
+        """
+        if not isinstance(body, Mapping):
+            raise TokenResponseError(f"a token response must be a JSON object, not {type(body).__name__}")
+        access_token = body.get("access_token")
+        if not isinstance(access_token, str) or not access_token:
+            raise TokenResponseError("the token response has no access_token string")
+        if any(ch in access_token for ch in "\r\n"):
+            raise TokenResponseError("the token response's access_token contains a line break")
+        if "token_type" not in body:
+            raise TokenResponseError("the token response has no token_type")
+        raw_type = body["token_type"]
+        token_type = _TOKEN_TYPES.get(raw_type.lower()) if isinstance(raw_type, str) else None
+        if token_type is None:
+            raise TokenResponseError(f"unsupported token_type {_describe(raw_type)} (expected Bearer or DPoP)")
+        refresh_token = body.get("refresh_token")
+        if refresh_token is not None and (not isinstance(refresh_token, str) or not refresh_token):
+            raise TokenResponseError("the token response's refresh_token is not a non-empty string")
+        return cls(
+            access_token=access_token,
+            token_type=token_type,
+            issuer=issuer,
+            resource=resource,
+            expires_at=_expires_at(body.get("expires_in"), now),
+            refresh_token=refresh_token,
+            scope=_scope(body.get("scope")),
+            raw=dict(body),
+        )
+
+    def with_refreshed(self, body: Mapping[str, Any], *, now: float | None = None) -> Token:
+        """The token a refresh response gives, for the same issuer and resource.
+
+        RFC 6749 §6: the server may omit a new refresh token (keep the old one) and
+        may omit ``scope`` when it is unchanged (keep the old scope).
+        """
+        new = Token.from_response(body, issuer=self.issuer, resource=self.resource, now=now)
+        updates: dict[str, Any] = {}
+        if new.refresh_token is None:
+            updates["refresh_token"] = self.refresh_token
+        if "scope" not in body:
+            updates["scope"] = self.scope
+        return replace(new, **updates) if updates else new
+
+    def expires_within(self, seconds: float, now: float | None = None) -> bool:
+        """Whether the token expires within ``seconds`` from ``now``; ``False`` when the expiry is unknown."""
+        if self.expires_at is None:
+            return False
+        current = time.time() if now is None else now
+        return self.expires_at - current <= seconds
+
+    def __repr__(self) -> str:
+        if self.expires_at is None:
+            expiry = "no expiry given"
+        else:
+            left = self.expires_at - time.time()
+            expiry = f"expires in {left:.0f} s" if left > 0 else "expired"
+        scope = " ".join(self.scope) or "-"
+        refresh = "yes" if self.refresh_token else "no"
+        return f"Token({self.token_type}, {expiry}, scope={scope}, refresh={refresh})"
+
+    __str__ = __repr__
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields a :class:`FileTokenStore` keeps (not ``raw``)."""
+        return {
+            "issuer": self.issuer,
+            "resource": self.resource,
+            "access_token": self.access_token,
+            "token_type": self.token_type,
+            "expires_at": self.expires_at,
+            "refresh_token": self.refresh_token,
+            "scope": list(self.scope),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Token:
+        """Rebuild a token written by :meth:`to_json`; raise ``ValueError`` if malformed."""
+        expires_at = data.get("expires_at")
+        scope = data.get("scope", [])
+        refresh = data.get("refresh_token")
+        ok = (
+            all(isinstance(data.get(k), str) for k in ("issuer", "resource", "access_token"))
+            and data.get("token_type") in _TOKEN_TYPES.values()
+            and (expires_at is None or (isinstance(expires_at, (int, float)) and not isinstance(expires_at, bool)))
+            and (refresh is None or isinstance(refresh, str))
+            and isinstance(scope, list)
+            and all(isinstance(s, str) for s in scope)
+        )
+        if not ok:
+            raise ValueError("malformed stored token")
+        return cls(
+            access_token=data["access_token"],
+            token_type=data["token_type"],
+            issuer=data["issuer"],
+            resource=data["resource"],
+            expires_at=None if expires_at is None else float(expires_at),
+            refresh_token=refresh,
+            scope=tuple(scope),
+        )
+
+
+def _expires_at(expires_in: object, now: float | None) -> float | None:
+    if expires_in is None:
+        return None
+    seconds: float | None = None
+    if isinstance(expires_in, (int, float)) and not isinstance(expires_in, bool):
+        seconds = float(expires_in)
+    elif isinstance(expires_in, str):  # some servers send "3600"
+        try:
+            seconds = float(expires_in)
+        except ValueError:
+            seconds = None
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        raise TokenResponseError(f"the token response's expires_in is not a number of seconds: {_describe(expires_in)}")
+    return (time.time() if now is None else now) + seconds
+
+
+def _scope(scope: object) -> tuple[str, ...]:
+    if scope is None:
+        return ()
+    if not isinstance(scope, str):
+        raise TokenResponseError(f"the token response's scope is not a string: {_describe(scope)}")
+    return tuple(scope.split())
+
+
+class TokenStore(Protocol):
+    """Where tokens live between requests and runs, keyed by ``(issuer, resource)``."""
+
+    def get(self, issuer: str, resource: str) -> Token | None:
+        """The stored token for this key, or ``None``."""
+        ...
+
+    def put(self, token: Token) -> None:
+        """Store ``token`` under ``(token.issuer, token.resource)``, replacing any other."""
+        ...
+
+    def delete(self, issuer: str, resource: str) -> None:
+        """Forget the token for this key; no error if there is none."""
+        ...
+
+
+class MemoryTokenStore:
+    """Tokens in a dict for the life of the process; safe to share between threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tokens: dict[tuple[str, str], Token] = {}
+
+    def get(self, issuer: str, resource: str) -> Token | None:
+        """The stored token for this key, or ``None``."""
+        with self._lock:
+            return self._tokens.get((issuer, resource))
+
+    def put(self, token: Token) -> None:
+        """Store ``token`` under its issuer and resource."""
+        with self._lock:
+            self._tokens[(token.issuer, token.resource)] = token
+
+    def delete(self, issuer: str, resource: str) -> None:
+        """Forget the token for this key."""
+        with self._lock:
+            self._tokens.pop((issuer, resource), None)
+
+    def __repr__(self) -> str:
+        with self._lock:
+            return f"<MemoryTokenStore {len(self._tokens)} token(s)>"
+
+
+def default_token_path() -> str:
+    """``$XDG_CACHE_HOME/mcpcall/tokens.json``, else ``~/.cache/mcpcall/tokens.json``.
+
+    A relative ``XDG_CACHE_HOME`` is ignored, as the XDG spec says.
+    """
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "mcpcall", "tokens.json")
+
+
+class FileTokenStore:
+    """Tokens in one JSON file, readable by its owner only, shared by threads and processes.
+
+    - The file and its directory are created owner-only (file ``0600``, directory ``0700``).
+      An existing file that other users may read or write is **refused**
+      (:class:`InsecureTokenFile`), not silently fixed: its tokens may already have been
+      read, so the user should learn of it (and revoke them) rather than have it hidden.
+    - Every write goes to an owner-only temporary file in the same directory, is fsynced, and
+      replaces the file with ``os.replace``: a reader sees the old file or the new one, never half.
+    - A lock serialises threads of one process; on POSIX ``fcntl.flock`` on the sidecar
+      ``<path>.lock`` serialises processes (advisory: only mcpcall honours it; on Windows
+      only the thread lock applies).
+    - A file that is not valid JSON (or has malformed entries) is treated as empty, with a
+      warning that names the path but shows nothing of its contents; the next write replaces it.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = os.fspath(path) if path is not None else default_token_path()
+        self._lock_path = self.path + ".lock"
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<FileTokenStore {self.path!r}>"
+
+    def get(self, issuer: str, resource: str) -> Token | None:
+        """The stored token for this key, or ``None``."""
+        with self._locked(shared=True):
+            return self._read().get((issuer, resource))
+
+    def put(self, token: Token) -> None:
+        """Store ``token`` under its issuer and resource (read, change, atomically replace)."""
+        with self._locked(shared=False):
+            tokens = self._read()
+            tokens[(token.issuer, token.resource)] = token
+            self._write(tokens)
+
+    def delete(self, issuer: str, resource: str) -> None:
+        """Forget the token for this key; the file is rewritten only if it held one."""
+        with self._locked(shared=False):
+            tokens = self._read()
+            if tokens.pop((issuer, resource), None) is not None:
+                self._write(tokens)
+
+    @contextmanager
+    def _locked(self, *, shared: bool) -> Iterator[None]:
+        with self._lock:
+            directory = os.path.dirname(os.path.abspath(self.path))
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+            try:
+                if sys.platform != "win32":
+                    fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)  # closing the descriptor releases the flock
+
+    def _read(self) -> dict[tuple[str, str], Token]:
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(self.path, flags)
+        except FileNotFoundError:
+            return {}
+        with os.fdopen(fd, "rb") as f:
+            self._check_safe(os.fstat(f.fileno()))
+            data = f.read()
+        try:
+            document = json.loads(data.decode("utf-8"))
+            entries = document["tokens"]
+            if not isinstance(entries, list):
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            log.warning("token store %s is not a valid token file; treating it as empty", self.path)
+            return {}
+        tokens: dict[tuple[str, str], Token] = {}
+        skipped = 0
+        for entry in entries:
+            try:
+                token = Token.from_json(entry)
+            except (ValueError, TypeError, AttributeError):
+                skipped += 1
+                continue
+            tokens[(token.issuer, token.resource)] = token
+        if skipped:
+            log.warning("token store %s: ignored %d malformed entr(y/ies)", self.path, skipped)
+        return tokens
+
+    def _check_safe(self, st: os.stat_result) -> None:
+        if not stat.S_ISREG(st.st_mode):
+            raise InsecureTokenFile(f"token store {self.path!r} is not a regular file")
+        if sys.platform != "win32" and st.st_mode & 0o077:
+            raise InsecureTokenFile(
+                f"token store {self.path!r} has mode {st.st_mode & 0o777:o}, open to other users; "
+                f"revoke its tokens if others may have read them, then chmod 600 it or delete it"
+            )
+
+    def _write(self, tokens: Mapping[tuple[str, str], Token]) -> None:
+        directory = os.path.dirname(os.path.abspath(self.path))
+        document = {"version": 1, "tokens": [token.to_json() for token in tokens.values()]}
+        payload = json.dumps(document, indent=1, sort_keys=True).encode("utf-8")
+        # mkstemp creates the file with O_EXCL and mode 0600.
+        fd, tmp = tempfile.mkstemp(prefix=".tokens-", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(payload)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        _fsync_dir(directory)
+
+
+def _fsync_dir(directory: str) -> None:
+    """Make the rename durable where the platform allows it (best effort)."""
+    if sys.platform == "win32":
+        return
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class RefreshGate:
+    """Single flight: one call of ``fn`` per key at a time; concurrent callers share its outcome.
+
+    The first caller for a key (the leader) runs ``fn()`` in its own thread; callers
+    arriving while it runs wait up to ``timeout`` seconds and then get the same return
+    value or the same exception. Once the leader finishes, the next caller starts a
+    new run (nothing is cached). Different keys never wait for each other. The leader
+    is bounded by ``fn``'s own timeouts (its HTTP request), not by ``timeout``.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._inflight: dict[Hashable, tuple[Future[Any], int]] = {}
+
+    def run(self, key: Hashable, fn: Callable[[], T], timeout: float = 30.0) -> T:
+        """Run ``fn`` for ``key`` unless another thread already is; then wait for its outcome."""
+        if timeout is None or not timeout >= 0:
+            raise ValueError("timeout must be a number of seconds >= 0")
+        me = threading.get_ident()
+        with self._lock:
+            entry = self._inflight.get(key)
+            if entry is None:
+                future: Future[Any] = Future()
+                self._inflight[key] = (future, me)
+            elif entry[1] == me:
+                raise RuntimeError("RefreshGate.run called again for the same key from inside its own fn")
+        if entry is not None:
+            try:
+                result: T = entry[0].result(timeout)
+            except FutureTimeout:
+                raise RefreshTimeout(f"no refresh result within {timeout} s") from None
+            return result
+        try:
+            value = fn()
+        except BaseException as exc:
+            self._finish(key)
+            future.set_exception(exc)
+            raise
+        self._finish(key)
+        future.set_result(value)
+        return value
+
+    def _finish(self, key: Hashable) -> None:
+        with self._lock:
+            self._inflight.pop(key, None)
