@@ -1,0 +1,336 @@
+"""The HTTP steps of the OAuth 2.1 authorization code flow, one function per step, each call bounded.
+
+Every function takes a ``requests.Session`` and a ``timeout`` (float seconds,
+passed to every request) and raises :class:`~mcpcall.auth.discovery.AuthError`
+naming the step and the server (its URL redacted). No message, log line or repr
+here ever holds a token, a client secret, a code or a PKCE verifier; an OAuth
+error response is reported by its ``error`` code only, never by its body.
+
+- :func:`fetch_protected_resource`, :func:`fetch_authorization_server` – discovery (RFC 9728, RFC 8414).
+- :func:`register_client` – RFC 7591 Dynamic Client Registration.
+- :func:`authorization_url`, :func:`parse_redirect` – the front channel (PKCE S256, ``state``, RFC 9207 ``iss``).
+- :func:`exchange_code`, :func:`refresh_token` – the token endpoint, with RFC 8707 ``resource``.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
+
+import requests
+
+from ..config import redact_url
+from .discovery import (
+    AuthError,
+    AuthorizationServer,
+    ProtectedResource,
+    authorization_server_metadata_urls,
+    check_authorization_server,
+    check_protected_resource,
+    protected_resource_metadata_urls,
+)
+from .pkce import PKCE
+from .tokens import Token, TokenResponseError
+
+__all__ = [
+    "Client",
+    "TokenEndpointError",
+    "authorization_url",
+    "choose_auth_method",
+    "exchange_code",
+    "fetch_authorization_server",
+    "fetch_protected_resource",
+    "parse_redirect",
+    "refresh_token",
+    "register_client",
+]
+
+_ERROR_CODE = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+_FORM = {"Accept": "application/json", "Content-Type": "application/x-www-form-urlencoded"}
+
+
+class TokenEndpointError(AuthError):
+    """The token endpoint refused a request; ``status`` is the HTTP status, ``error`` the OAuth error code."""
+
+    def __init__(self, message: str, *, status: int, error: str | None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
+
+
+@dataclass(frozen=True, repr=False)
+class Client:
+    """An OAuth client identity: its id, its secret (never shown) and how it authenticates at the token endpoint.
+
+    ``auth_method`` is ``client_secret_basic``, ``client_secret_post`` or ``none``.
+    """
+
+    client_id: str
+    client_secret: str | None = field(default=None, compare=False)
+    auth_method: str = "none"
+
+    def __repr__(self) -> str:
+        return f"Client({self.client_id!r}, {self.auth_method})"
+
+
+# -- plumbing ------------------------------------------------------------------------------------
+
+
+def _call(session: requests.Session, method: str, url: str, *, step: str, timeout: float, **kwargs: Any) -> requests.Response:
+    """One bounded HTTP call; any transport failure becomes :class:`AuthError` naming only the exception type."""
+    try:
+        return session.request(method, url, timeout=timeout, allow_redirects=False, **kwargs)
+    except requests.Timeout:
+        raise AuthError(f"{step}: {redact_url(url)} did not answer within {timeout:g} s") from None
+    except requests.RequestException as exc:
+        raise AuthError(f"{step}: request to {redact_url(url)} failed ({type(exc).__name__})") from None
+
+
+def _json_object(response: requests.Response) -> dict[str, Any] | None:
+    """The body as a JSON object, or ``None`` when it is not one."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _error_code(response: requests.Response) -> str | None:
+    """The OAuth ``error`` code of an error response if it looks like one (a short token), else ``None``."""
+    body = _json_object(response)
+    code = body.get("error") if body else None
+    return code if isinstance(code, str) and _ERROR_CODE.fullmatch(code) else None
+
+
+# -- discovery -----------------------------------------------------------------------------------
+
+
+def _first_json(session: requests.Session, urls: Sequence[str], *, step: str, timeout: float) -> tuple[str, dict[str, Any]]:
+    """The first URL answering 200 with a JSON object, and that object; :class:`AuthError` when none does."""
+    tried: list[str] = []
+    for url in urls:
+        response = _call(session, "GET", url, step=step, timeout=timeout, headers={"Accept": "application/json"})
+        with response:
+            body = _json_object(response) if response.status_code == 200 else None
+        if body is not None:
+            return url, body
+        tried.append(f"{redact_url(url)} (HTTP {response.status_code})")
+    raise AuthError(f"{step}: no usable document at {', '.join(tried)}")
+
+
+def fetch_protected_resource(
+    session: requests.Session, server_url: str, hint: str | None, *, timeout: float
+) -> ProtectedResource:
+    """Find and check the MCP server's protected resource metadata (the challenge's URL first, then well-known)."""
+    urls = protected_resource_metadata_urls(server_url, hint)
+    _, document = _first_json(session, urls, step="protected resource metadata discovery", timeout=timeout)
+    return check_protected_resource(document, server_url)
+
+
+def fetch_authorization_server(session: requests.Session, issuer: str, *, timeout: float) -> AuthorizationServer:
+    """Find and check an authorization server's metadata (RFC 8414, then OpenID Connect URLs)."""
+    urls = authorization_server_metadata_urls(issuer)
+    _, document = _first_json(session, urls, step="authorization server metadata discovery", timeout=timeout)
+    return check_authorization_server(document, issuer)
+
+
+# -- client identity -----------------------------------------------------------------------------
+
+
+def choose_auth_method(secret: str | None, supported: Sequence[str] | None) -> str:
+    """How a client with ``secret`` authenticates, given ``token_endpoint_auth_methods_supported``.
+
+    No secret → ``none``. With one: ``client_secret_basic`` when the server lists it or
+    lists nothing (RFC 8414's default), ``client_secret_post`` when only that is listed,
+    else ``none``.
+    """
+    if not secret:
+        return "none"
+    if supported is None or "client_secret_basic" in supported:
+        return "client_secret_basic"
+    if "client_secret_post" in supported:
+        return "client_secret_post"
+    return "none"
+
+
+def register_client(
+    session: requests.Session, server: AuthorizationServer, *, client_name: str, redirect_uri: str, timeout: float
+) -> Client:
+    """Register a public client by RFC 7591 Dynamic Client Registration at the server's ``registration_endpoint``."""
+    endpoint = server.registration_endpoint
+    if endpoint is None:
+        raise AuthError(
+            f"client registration: {redact_url(server.issuer)} has no registration_endpoint; pass client_id= "
+            "(Client ID Metadata Documents are not supported yet)"
+        )
+    metadata = {
+        "client_name": client_name,
+        "redirect_uris": [redirect_uri],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+    }
+    step = "client registration"
+    response = _call(session, "POST", endpoint, step=step, timeout=timeout, json=metadata, headers={"Accept": "application/json"})
+    with response:
+        body = _json_object(response)
+    if response.status_code not in (200, 201) or body is None:
+        code = _error_code(response)
+        raise AuthError(f"{step} at {redact_url(endpoint)} failed: HTTP {response.status_code}{f' ({code})' if code else ''}")
+    client_id = body.get("client_id")
+    if not isinstance(client_id, str) or not client_id:
+        raise AuthError(f"{step} at {redact_url(endpoint)}: the response has no client_id")
+    secret = body.get("client_secret")
+    secret = secret if isinstance(secret, str) and secret else None
+    method = body.get("token_endpoint_auth_method")
+    if secret is None:
+        method = "none"
+    elif method not in ("client_secret_basic", "client_secret_post"):
+        method = choose_auth_method(secret, server.token_endpoint_auth_methods_supported)
+    return Client(client_id, secret, str(method))
+
+
+# -- front channel -------------------------------------------------------------------------------
+
+
+def authorization_url(
+    server: AuthorizationServer,
+    client: Client,
+    *,
+    redirect_uri: str,
+    pkce: PKCE,
+    state: str,
+    resource: str,
+    scope: Sequence[str] = (),
+) -> str:
+    """The URL to open in a browser: authorization code request with PKCE S256, ``state`` and RFC 8707 ``resource``."""
+    params = {
+        "response_type": "code",
+        "client_id": client.client_id,
+        "redirect_uri": redirect_uri,
+        "code_challenge": pkce.challenge,
+        "code_challenge_method": pkce.method,
+        "state": state,
+        "resource": resource,
+    }
+    if scope:
+        params["scope"] = " ".join(scope)
+    endpoint = server.authorization_endpoint
+    return endpoint + ("&" if urlsplit(endpoint).query else "?") + urlencode(params, quote_via=quote)
+
+
+def parse_redirect(url: str, *, state: str, issuer: str, iss_required: bool = False) -> str:
+    """The authorization code from the URL the browser was sent back to, after checking ``state`` and ``iss``.
+
+    ``iss`` (RFC 9207), when present, must equal the issuer; it must be present when the
+    server's metadata says ``authorization_response_iss_parameter_supported``.
+    """
+    step = "authorization response"
+    if not isinstance(url, str):
+        raise AuthError(f"{step}: the redirect handler returned {type(url).__name__}, not a URL string")
+    query = parse_qs(urlsplit(url).query, keep_blank_values=True)
+
+    def one(name: str) -> str | None:
+        values = query.get(name)
+        return values[0] if values and len(values) == 1 else None
+
+    if one("state") != state:
+        raise AuthError(f"{step}: the state does not match the one sent (possible CSRF); refusing the code")
+    iss = one("iss")
+    if iss is None and "iss" in query or iss is not None and iss != issuer:
+        raise AuthError(f"{step}: iss does not name the authorization server {redact_url(issuer)} (mix-up attack?)")
+    if iss is None and iss_required:
+        raise AuthError(f"{step}: {redact_url(issuer)} promises an iss parameter and none came back")
+    error = one("error")
+    if error is not None:
+        shown = error if _ERROR_CODE.fullmatch(error) else "invalid error code"
+        raise AuthError(f"{step}: {redact_url(issuer)} refused the authorization ({shown})")
+    code = one("code")
+    if not code:
+        raise AuthError(f"{step}: the redirect carries no authorization code")
+    return code
+
+
+# -- token endpoint ------------------------------------------------------------------------------
+
+
+def _token_request(
+    session: requests.Session,
+    server: AuthorizationServer,
+    client: Client,
+    form: dict[str, str],
+    *,
+    step: str,
+    timeout: float,
+) -> dict[str, Any]:
+    """POST ``form`` to the token endpoint with the client's authentication; the JSON body of a 200."""
+    headers = dict(_FORM)
+    form = dict(form)
+    if client.auth_method == "client_secret_basic" and client.client_secret:
+        pair = f"{quote(client.client_id, safe='')}:{quote(client.client_secret, safe='')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(pair.encode("utf-8")).decode("ascii")
+    else:
+        form["client_id"] = client.client_id
+        if client.auth_method == "client_secret_post" and client.client_secret:
+            form["client_secret"] = client.client_secret
+    endpoint = server.token_endpoint
+    response = _call(session, "POST", endpoint, step=step, timeout=timeout, data=form, headers=headers)
+    with response:
+        body = _json_object(response)
+    if response.status_code != 200 or body is None:
+        code = _error_code(response)
+        raise TokenEndpointError(
+            f"{step} at {redact_url(endpoint)} failed: HTTP {response.status_code}{f' ({code})' if code else ''}",
+            status=response.status_code,
+            error=code,
+        )
+    return body
+
+
+def _token(body: Mapping[str, Any], *, step: str, server: AuthorizationServer, resource: str, previous: Token | None) -> Token:
+    try:
+        if previous is not None:
+            return previous.with_refreshed(body)
+        return Token.from_response(body, issuer=server.issuer, resource=resource)
+    except TokenResponseError as exc:
+        raise AuthError(f"{step} at {redact_url(server.token_endpoint)}: {exc}") from None
+
+
+def exchange_code(
+    session: requests.Session,
+    server: AuthorizationServer,
+    client: Client,
+    *,
+    code: str,
+    verifier: str,
+    redirect_uri: str,
+    resource: str,
+    timeout: float,
+) -> Token:
+    """Trade an authorization code (and its PKCE verifier) for a token bound to ``resource``."""
+    form = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "redirect_uri": redirect_uri,
+        "code_verifier": verifier,
+        "resource": resource,
+    }
+    step = "token request (authorization_code)"
+    body = _token_request(session, server, client, form, step=step, timeout=timeout)
+    return _token(body, step=step, server=server, resource=resource, previous=None)
+
+
+def refresh_token(
+    session: requests.Session, server: AuthorizationServer, client: Client, token: Token, *, timeout: float
+) -> Token:
+    """A new token for ``token``'s resource by its refresh token (RFC 6749 §6, with RFC 8707 ``resource``)."""
+    if not token.refresh_token:
+        raise AuthError("token refresh: the token has no refresh token")
+    form = {"grant_type": "refresh_token", "refresh_token": token.refresh_token, "resource": token.resource}
+    step = "token refresh"
+    body = _token_request(session, server, client, form, step=step, timeout=timeout)
+    return _token(body, step=step, server=server, resource=token.resource, previous=token)
