@@ -68,8 +68,9 @@ call come to (Anthropic streams empty ``partial_json`` for them, anthropics/anth
 An Anthropic ``input`` must be an object.
 
 Tool messages out: :func:`tool_message` answers a call in its own API's shape;
-:func:`result_text` is what an LLM should read of a result; the ``*_text``
-helpers phrase failures in one line, naming tool and server, with no secrets.
+:func:`result_text` is what an LLM should read of a result; :func:`unknown_tool_text`
+names the closest tools. The registry phrases every other failure itself
+(:func:`mcpcall.registry.servers.model_text`: an error's kind, never its text).
 A tool message holds at most :data:`MAX_TEXT_CHARS` characters of text (the rest is cut, and a
 note says how much), and an Anthropic image block at most :data:`ANTHROPIC_IMAGE_MAX_BASE64`
 characters of base64 (a larger image is described in text instead).
@@ -85,7 +86,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import field
 from typing import Any, Literal
 
-from ..errors import ConnectionClosed, InvalidRequest, MCPError, RequestTimeout, RPCError, SchemaValidationError
+from ..errors import InvalidRequest
 from ..types import AudioContent, CallToolResult, EmbeddedResource, ImageContent, ResourceLink, TextContent, Tool
 from ..types._record import record
 from .gemini import GEMINI_SCHEMA_KEYS, gemini_schema, resolve_pointer
@@ -97,15 +98,10 @@ __all__ = [
     "MAX_TEXT_CHARS",
     "ParsedCall",
     "anthropic_blocks",
-    "call_failed_text",
-    "exception_text",
     "gemini_schema",
-    "invalid_arguments_text",
     "object_schema",
     "parse_tool_call",
     "result_text",
-    "server_unavailable_text",
-    "timeout_text",
     "to_anthropic_tools",
     "to_gemini_tools",
     "to_json_schema",
@@ -273,7 +269,7 @@ class ParsedCall:
     """One tool call an LLM made: which API it came from, its id, the exposed name, the arguments.
 
     ``arguments`` is None when they were not a JSON object; ``error`` then says
-    what was wrong (answer the call with :func:`invalid_arguments_text`).
+    what was wrong (the registry answers the call with an error message).
     """
 
     kind: Literal["openai", "responses", "anthropic"]
@@ -518,10 +514,6 @@ def _one_line(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _where(tool: str, server: str) -> str:
-    return f"tool {tool!r} of server {server!r}" if server else f"tool {tool!r}"
-
-
 def unknown_tool_text(name: str, known: Sequence[str]) -> str:
     """No tool is called ``name``: say so, with up to three close names."""
     scored = []
@@ -534,39 +526,3 @@ def unknown_tool_text(name: str, known: Sequence[str]) -> str:
     close = [candidate for _, candidate in sorted(scored)[:3]]
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     return f"There is no tool named {_one_line(name, 100)!r}.{hint}"
-
-
-def invalid_arguments_text(tool: str, server: str, problem: str) -> str:
-    """The arguments could not be used (not a JSON object, or not matching the schema)."""
-    return f"Invalid arguments for {_where(tool, server)}: {_one_line(problem)}. Call it again with valid arguments."
-
-
-def timeout_text(tool: str, server: str, timeout: float) -> str:
-    """The tool did not answer in time (the request was cancelled)."""
-    return f"{_where(tool, server).capitalize()} did not answer within {timeout:g} s; the call was cancelled."
-
-
-def server_unavailable_text(tool: str, server: str, reason: str = "") -> str:
-    """The server is gone or could not be reached, so the tool did not run."""
-    because = f" ({_one_line(reason, 200)})" if reason else ""
-    return f"Server {server!r} is not available{because}, so tool {tool!r} could not run."
-
-
-def call_failed_text(tool: str, server: str, message: str) -> str:
-    """The server refused or failed the call (a JSON-RPC error)."""
-    return f"{_where(tool, server).capitalize()} failed: {_one_line(message) or 'no message'}."
-
-
-def exception_text(tool: str, server: str, exc: BaseException) -> str:
-    """One line for the LLM about ``exc`` raised while calling a tool; stderr and foreign details stay out."""
-    if isinstance(exc, RequestTimeout):
-        return timeout_text(tool, server, exc.timeout)
-    if isinstance(exc, ConnectionClosed):
-        return server_unavailable_text(tool, server, exc.reason)
-    if isinstance(exc, SchemaValidationError):
-        return invalid_arguments_text(tool, server, f"{exc.path}: {exc.reason}" if exc.reason else str(exc))
-    if isinstance(exc, RPCError):
-        return call_failed_text(tool, server, f"{exc.message} (error {exc.code})")
-    if isinstance(exc, MCPError):
-        return call_failed_text(tool, server, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-    return call_failed_text(tool, server, f"internal error ({type(exc).__name__})")
