@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .client import (
@@ -72,7 +72,6 @@ from .errors import (
     ToolError,
     UnsupportedVersion,
 )
-from .registry import RegisteredTool, ToolRegistry, ToolStats
 from .session.inbound import LogCallback, RootsOption
 from .session.subscriptions import ChangeEvent, Subscription
 from .session.tasks import Task, TaskStatus
@@ -100,6 +99,20 @@ from .types import (
 
 # A library never prints: without logging configured, nothing of mcpcall's goes to stderr.
 logging.getLogger("mcpcall").addHandler(logging.NullHandler())
+
+if TYPE_CHECKING:
+    from .registry import RegisteredTool, ToolRegistry, ToolStats
+
+_LAZY = {"RegisteredTool", "ToolRegistry", "ToolStats"}
+
+
+def __getattr__(name: str) -> Any:
+    """The registry on first use: a script that only connects does not import it (a fifth of the start-up)."""
+    if name in _LAZY:
+        from . import registry
+
+        return getattr(registry, name)
+    raise AttributeError(f"module 'mcpcall' has no attribute {name!r}")
 
 __all__ = [
     "LATEST_LEGACY_VERSION",
