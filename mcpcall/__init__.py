@@ -101,17 +101,29 @@ from .types import (
 logging.getLogger("mcpcall").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
+    from .auth import AuthError, FileTokenStore, MemoryTokenStore, OAuth, Token
     from .registry import RegisteredTool, ToolRegistry, ToolStats
 
-_LAZY = {"RegisteredTool", "ToolRegistry", "ToolStats"}
+#: Imported on first use: a script that only connects pays for neither the registry nor OAuth.
+_LAZY = {
+    "RegisteredTool": "registry",
+    "ToolRegistry": "registry",
+    "ToolStats": "registry",
+    "OAuth": "auth",
+    "AuthError": "auth",
+    "Token": "auth",
+    "MemoryTokenStore": "auth",
+    "FileTokenStore": "auth",
+}
 
 
 def __getattr__(name: str) -> Any:
-    """The registry on first use: a script that only connects does not import it (a fifth of the start-up)."""
-    if name in _LAZY:
-        from . import registry
+    """The registry and OAuth on first use (the registry alone is a fifth of the start-up)."""
+    module = _LAZY.get(name)
+    if module is not None:
+        import importlib
 
-        return getattr(registry, name)
+        return getattr(importlib.import_module(f".{module}", __name__), name)
     raise AttributeError(f"module 'mcpcall' has no attribute {name!r}")
 
 __all__ = [
@@ -121,6 +133,7 @@ __all__ = [
     "LOG_LEVELS",
     "MODERN_VERSIONS",
     "AudioContent",
+    "AuthError",
     "CallToolResult",
     "ChangeEvent",
     "Client",
@@ -129,6 +142,7 @@ __all__ = [
     "ConnectionClosed",
     "ContentBlock",
     "EmbeddedResource",
+    "FileTokenStore",
     "ForkedClient",
     "GetPromptResult",
     "HTTPError",
@@ -138,7 +152,9 @@ __all__ = [
     "InvalidRequest",
     "LogCallback",
     "MCPError",
+    "MemoryTokenStore",
     "MethodNotFound",
+    "OAuth",
     "Prompt",
     "PromptArgument",
     "PromptMessage",
@@ -161,6 +177,7 @@ __all__ = [
     "Task",
     "TaskStatus",
     "TextContent",
+    "Token",
     "Tool",
     "ToolError",
     "ToolRegistry",

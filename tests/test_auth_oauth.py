@@ -145,8 +145,8 @@ def test_iss_mismatch_is_refused(server: OAuthServer) -> None:
 
 
 def test_no_redirect_handler_says_what_to_pass(server: OAuthServer) -> None:
-    with pytest.raises(AuthError, match="redirect_handler="):
-        post(server, make(redirect_handler=None))
+    with pytest.raises(AuthError, match="mcpcall login URL.*redirect_handler="):
+        post(server, make(redirect_handler=None, interactive=False))
     assert server.registrations == []
 
 

@@ -1,14 +1,50 @@
 """Authentication for remote servers: objects ``requests`` calls to sign each request.
 
 Any ``requests`` auth object works as ``connect(url, auth=...)``; a plain
-string is sent as a bearer token through :class:`BearerAuth`.
+string is sent as a bearer token through :class:`BearerAuth`. :class:`OAuth`
+runs the MCP authorization flow (OAuth 2.1) when a server answers 401.
+
+Everything but :class:`BearerAuth` is imported on first use: the transports
+import this package, and most connections never need OAuth.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["BearerAuth"]
+if TYPE_CHECKING:
+    from .discovery import AuthError
+    from .oauth import OAuth, RedirectHandler
+    from .tokens import FileTokenStore, MemoryTokenStore, Token, TokenStore
+
+__all__ = [
+    "AuthError",
+    "BearerAuth",
+    "FileTokenStore",
+    "MemoryTokenStore",
+    "OAuth",
+    "RedirectHandler",
+    "Token",
+    "TokenStore",
+]
+
+_LAZY = {
+    "AuthError": "discovery",
+    "OAuth": "oauth",
+    "RedirectHandler": "oauth",
+    "FileTokenStore": "tokens",
+    "MemoryTokenStore": "tokens",
+    "Token": "tokens",
+    "TokenStore": "tokens",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is not None:
+        return getattr(importlib.import_module(f".{module}", __name__), name)
+    raise AttributeError(f"module 'mcpcall.auth' has no attribute {name!r}")
 
 
 class BearerAuth:

@@ -15,7 +15,9 @@ error response is reported by its ``error`` code only, never by its body.
 from __future__ import annotations
 
 import base64
+import json
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +26,7 @@ from urllib.parse import parse_qs, quote, urlencode, urlsplit
 import requests
 
 from ..config import redact_url
+from .challenge import Challenge, bearer_challenge
 from .discovery import (
     AuthError,
     AuthorizationServer,
@@ -45,6 +48,7 @@ __all__ = [
     "fetch_authorization_server",
     "fetch_protected_resource",
     "parse_redirect",
+    "probe",
     "refresh_token",
     "register_client",
 ]
@@ -80,14 +84,38 @@ class Client:
 # -- plumbing ------------------------------------------------------------------------------------
 
 
+#: The most an authorization step reads from one response (metadata, tokens and errors are small).
+MAX_BODY = 1 << 20
+
+
 def _call(session: requests.Session, method: str, url: str, *, step: str, timeout: float, **kwargs: Any) -> requests.Response:
-    """One bounded HTTP call; any transport failure becomes :class:`AuthError` naming only the exception type."""
+    """One HTTP call bounded as a whole (connect to last byte within ``timeout``, at most :data:`MAX_BODY` read).
+
+    Any transport failure becomes :class:`AuthError` naming only the exception type. Redirects
+    are never followed: a server must not send the client's credentials somewhere else.
+    """
+    deadline = time.monotonic() + timeout
     try:
-        return session.request(method, url, timeout=timeout, allow_redirects=False, **kwargs)
+        response = session.request(method, url, timeout=timeout, allow_redirects=False, stream=True, **kwargs)
     except requests.Timeout:
         raise AuthError(f"{step}: {redact_url(url)} did not answer within {timeout:g} s") from None
     except requests.RequestException as exc:
         raise AuthError(f"{step}: request to {redact_url(url)} failed ({type(exc).__name__})") from None
+    with response:
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            for chunk in response.iter_content(65536):
+                size += len(chunk)
+                if size > MAX_BODY:
+                    raise AuthError(f"{step}: {redact_url(url)} sent more than {MAX_BODY} bytes")
+                if time.monotonic() > deadline:
+                    raise AuthError(f"{step}: {redact_url(url)} did not finish answering within {timeout:g} s")
+                chunks.append(chunk)
+        except requests.RequestException as exc:
+            raise AuthError(f"{step}: reading from {redact_url(url)} failed ({type(exc).__name__})") from None
+        response._content = b"".join(chunks)  # what requests itself does when it reads a body
+    return response
 
 
 def _json_object(response: requests.Response) -> dict[str, Any] | None:
@@ -125,10 +153,17 @@ def _first_json(session: requests.Session, urls: Sequence[str], *, step: str, ti
 def fetch_protected_resource(
     session: requests.Session, server_url: str, hint: str | None, *, timeout: float
 ) -> ProtectedResource:
-    """Find and check the MCP server's protected resource metadata (the challenge's URL first, then well-known)."""
+    """Find and check the MCP server's protected resource metadata (the challenge's URL first, then well-known).
+
+    A document found at the root well-known URL may name a parent of the endpoint
+    (``https://h`` for ``https://h/mcp``): it speaks for every resource on the origin.
+    Anywhere else the resource must be the endpoint itself.
+    """
     urls = protected_resource_metadata_urls(server_url, hint)
-    _, document = _first_json(session, urls, step="protected resource metadata discovery", timeout=timeout)
-    return check_protected_resource(document, server_url)
+    found, document = _first_json(session, urls, step="protected resource metadata discovery", timeout=timeout)
+    # The root document describes the whole origin: its resource may be a parent of the endpoint.
+    at_root = urlsplit(found).path == "/.well-known/oauth-protected-resource" and found != (hint or "").strip()
+    return check_protected_resource(document, server_url, allow_parent=at_root)
 
 
 def fetch_authorization_server(session: requests.Session, issuer: str, *, timeout: float) -> AuthorizationServer:
@@ -136,6 +171,14 @@ def fetch_authorization_server(session: requests.Session, issuer: str, *, timeou
     urls = authorization_server_metadata_urls(issuer)
     _, document = _first_json(session, urls, step="authorization server metadata discovery", timeout=timeout)
     return check_authorization_server(document, issuer)
+
+
+def probe(session: requests.Session, server_url: str, *, timeout: float) -> tuple[int, Challenge | None]:
+    """POST an unauthenticated ``ping`` to an MCP endpoint: its HTTP status and its Bearer challenge, if any."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "ping"})
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    response = _call(session, "POST", server_url, step="authorization probe", timeout=timeout, data=body, headers=headers)
+    return response.status_code, bearer_challenge(response.headers.get("WWW-Authenticate", ""))
 
 
 # -- client identity -----------------------------------------------------------------------------
@@ -158,14 +201,24 @@ def choose_auth_method(secret: str | None, supported: Sequence[str] | None) -> s
 
 
 def register_client(
-    session: requests.Session, server: AuthorizationServer, *, client_name: str, redirect_uri: str, timeout: float
+    session: requests.Session,
+    server: AuthorizationServer,
+    *,
+    client_name: str,
+    redirect_uri: str,
+    timeout: float,
+    application_type: str = "native",
 ) -> Client:
-    """Register a public client by RFC 7591 Dynamic Client Registration at the server's ``registration_endpoint``."""
+    """Register a public client by RFC 7591 Dynamic Client Registration at the server's ``registration_endpoint``.
+
+    ``application_type`` (``native`` for loopback and app redirects, ``web`` otherwise) is
+    sent as the MCP spec asks of clients registering dynamically.
+    """
     endpoint = server.registration_endpoint
     if endpoint is None:
+        hint = " or client_metadata_url=" if server.client_id_metadata_document_supported else ""
         raise AuthError(
-            f"client registration: {redact_url(server.issuer)} has no registration_endpoint; pass client_id= "
-            "(Client ID Metadata Documents are not supported yet)"
+            f"client registration: {redact_url(server.issuer)} has no registration_endpoint; pass client_id={hint}"
         )
     metadata = {
         "client_name": client_name,
@@ -173,6 +226,7 @@ def register_client(
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
         "token_endpoint_auth_method": "none",
+        "application_type": application_type,
     }
     step = "client registration"
     response = _call(session, "POST", endpoint, step=step, timeout=timeout, json=metadata, headers={"Accept": "application/json"})
@@ -310,8 +364,14 @@ def exchange_code(
     redirect_uri: str,
     resource: str,
     timeout: float,
+    filed_under: str | None = None,
 ) -> Token:
-    """Trade an authorization code (and its PKCE verifier) for a token bound to ``resource``."""
+    """Trade an authorization code (and its PKCE verifier) for a token bound to ``resource``.
+
+    ``resource`` is the RFC 8707 indicator, sent exactly as the protected resource
+    metadata published it; ``filed_under`` (default: the same) is the resource the
+    :class:`Token` is stored for, the MCP endpoint's canonical URL.
+    """
     form = {
         "grant_type": "authorization_code",
         "code": code,
@@ -321,16 +381,25 @@ def exchange_code(
     }
     step = "token request (authorization_code)"
     body = _token_request(session, server, client, form, step=step, timeout=timeout)
-    return _token(body, step=step, server=server, resource=resource, previous=None)
+    return _token(body, step=step, server=server, resource=filed_under or resource, previous=None)
 
 
 def refresh_token(
-    session: requests.Session, server: AuthorizationServer, client: Client, token: Token, *, timeout: float
+    session: requests.Session,
+    server: AuthorizationServer,
+    client: Client,
+    token: Token,
+    *,
+    timeout: float,
+    resource: str | None = None,
 ) -> Token:
-    """A new token for ``token``'s resource by its refresh token (RFC 6749 §6, with RFC 8707 ``resource``)."""
+    """A new token for ``token``'s resource by its refresh token (RFC 6749 §6, with RFC 8707 ``resource``).
+
+    ``resource`` is the indicator to send (default: the resource the token is filed under).
+    """
     if not token.refresh_token:
         raise AuthError("token refresh: the token has no refresh token")
-    form = {"grant_type": "refresh_token", "refresh_token": token.refresh_token, "resource": token.resource}
+    form = {"grant_type": "refresh_token", "refresh_token": token.refresh_token, "resource": resource or token.resource}
     step = "token refresh"
     body = _token_request(session, server, client, form, step=step, timeout=timeout)
     return _token(body, step=step, server=server, resource=token.resource, previous=token)

@@ -12,8 +12,16 @@ Client Registration) → authorization code with PKCE S256, ``state``, ``iss`` a
 sent once more with the new token, the way requests' digest auth re-sends; a
 second 401 is returned as it is.
 
-Not here yet: Client ID Metadata Documents, the built-in browser/loopback
-listener, step-up on 403 ``insufficient_scope``, DPoP, client credentials.
+A 403 with ``error="insufficient_scope"`` re-authorizes once for that request,
+asking for the union of the scopes asked for so far and the challenged ones; when
+the challenge adds nothing new the 403 is returned as it is (no authorization loop).
+
+Client identity follows the spec's order: a pre-registered ``client_id``, else a
+Client ID Metadata Document (``client_metadata_url``, an https URL used as the
+client_id) when the authorization server supports them, else Dynamic Client
+Registration. The browser step is ``redirect_handler``; without one,
+:func:`mcpcall.auth.redirect.default_redirect` picks a loopback listener or a
+paste-the-URL prompt, unless ``interactive=False``.
 """
 
 from __future__ import annotations
@@ -23,13 +31,14 @@ import math
 import threading
 from dataclasses import dataclass, replace
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 import requests
 from requests.cookies import extract_cookies_to_jar
 
 from ..config import redact_url
 from .challenge import Challenge, bearer_challenge
-from .discovery import AuthError, AuthorizationServer, canonical_resource
+from .discovery import AuthError, AuthorizationServer, ProtectedResource, canonical_resource
 from .flow import (
     Client,
     TokenEndpointError,
@@ -39,6 +48,7 @@ from .flow import (
     fetch_authorization_server,
     fetch_protected_resource,
     parse_redirect,
+    probe,
     refresh_token,
     register_client,
 )
@@ -60,28 +70,58 @@ FLOW_WAIT = 300.0
 
 @dataclass(frozen=True)
 class _Context:
-    """What the flow learnt about one resource: its authorization server and our client there."""
+    """What the flow learnt about one resource: its authorization server, our client there, the scopes asked for."""
 
     server: AuthorizationServer
     client: Client | None  # None: a stored token from an earlier run, but no client to refresh it with
+    scopes: tuple[str, ...] = ()
+    indicator: str | None = None  # the RFC 8707 resource, as the protected resource metadata spells it
 
 
 def _sent_token(request: requests.PreparedRequest) -> str | None:
     value = request.headers.get("Authorization")
-    if isinstance(value, str) and value.startswith("Bearer "):
-        return value[len("Bearer ") :]
+    if isinstance(value, str) and value.startswith(("Bearer ", "DPoP ")):
+        return value.split(" ", 1)[1]
     return None
+
+
+def _union(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
+    """Both scope lists, in order, each scope once."""
+    return tuple(dict.fromkeys((*first, *second)))
+
+
+def _check_client_metadata_url(url: str | None) -> str | None:
+    """A Client ID Metadata Document URL must be https with a path (it is the client_id itself)."""
+    if url is None:
+        return None
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme != "https" or not parts.hostname or parts.path in ("", "/") or parts.fragment:
+        raise ValueError("client_metadata_url must be an https URL with a path (and no fragment)")
+    return url
+
+
+def _loopback_or_native(redirect_uri: str) -> str:
+    """DCR ``application_type``: ``native`` for loopback and custom-scheme redirects, else ``web``."""
+    parts = urlsplit(redirect_uri)
+    if parts.scheme not in ("http", "https") or parts.hostname in ("localhost", "127.0.0.1", "::1"):
+        return "native"
+    return "web"
 
 
 class OAuth(requests.auth.AuthBase):
     """OAuth 2.1 for remote MCP servers, synchronous and thread-safe; one object may serve many threads.
 
-    ``client_id``/``client_secret``: a pre-registered client (else Dynamic Client
-    Registration is used). ``redirect_uri`` and ``redirect_handler`` drive the
-    browser step: the handler gets the authorization URL and returns the URL the
-    browser was redirected to. ``scopes`` are asked for when neither the 401 nor
-    the resource metadata name any. ``token_store`` defaults to memory.
-    ``timeout`` bounds every HTTP call the flow makes.
+    ``client_id``/``client_secret``: a pre-registered client. ``client_metadata_url``:
+    an https URL serving this client's metadata document, used as the client_id where
+    the authorization server supports that. Otherwise Dynamic Client Registration.
+    ``redirect_handler(authorize_url) -> redirected_url`` drives the browser step;
+    ``redirect_uri`` defaults to the handler's own ``redirect_uri`` attribute. With no
+    handler, :func:`mcpcall.auth.redirect.default_redirect` is used when the flow first
+    needs one (``interactive=False`` refuses instead, for workers that must never wait
+    on a person). ``scopes`` are asked for when neither the 401 nor the resource
+    metadata name any; ``offline_access`` is added when the authorization server lists
+    it, so a refresh token can come back. ``token_store`` defaults to memory.
+    ``timeout`` bounds each HTTP call the flow makes, from connecting to the last byte.
     """
 
     def __init__(
@@ -90,9 +130,12 @@ class OAuth(requests.auth.AuthBase):
         client_id: str | None = None,
         client_secret: str | None = None,
         client_name: str = "mcpcall",
+        client_metadata_url: str | None = None,
         redirect_uri: str | None = None,
         scopes: list[str] | tuple[str, ...] | None = None,
         redirect_handler: RedirectHandler | None = None,
+        interactive: bool = True,
+        offline_access: bool = True,
         token_store: TokenStore | None = None,
         session: requests.Session | None = None,
         timeout: float = 30.0,
@@ -106,9 +149,12 @@ class OAuth(requests.auth.AuthBase):
         self.client_id = client_id
         self._client_secret = client_secret
         self.client_name = client_name
+        self.client_metadata_url = _check_client_metadata_url(client_metadata_url)
         self.redirect_uri = redirect_uri
         self.scopes = tuple(scopes) if scopes else ()
         self._redirect_handler = redirect_handler
+        self.interactive = bool(interactive)
+        self.offline_access = bool(offline_access)
         self._store: TokenStore = token_store if token_store is not None else MemoryTokenStore()
         self._owns_session = session is None
         self._session = session if session is not None else requests.Session()
@@ -125,9 +171,13 @@ class OAuth(requests.auth.AuthBase):
         return f"<OAuth client_id={self.client_id!r}{secret} resources={known} timeout={self.timeout:g}>"
 
     def close(self) -> None:
-        """Close the HTTP session the flow uses, if this object created it; idempotent. Tokens stay in the store."""
+        """Close what this object made (its HTTP session, a default redirect listener); idempotent. Tokens stay stored."""
         if self._owns_session:
             self._session.close()
+        handler = self._redirect_handler
+        close = getattr(handler, "close", None)
+        if callable(close):
+            close()
 
     def __enter__(self) -> OAuth:  # noqa: PYI034 - no typing_extensions for Self on 3.9/3.10
         return self
@@ -135,10 +185,33 @@ class OAuth(requests.auth.AuthBase):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    # -- public helpers --------------------------------------------------------------------------
+
+    def login(self, server_url: str, *, force: bool = False) -> Token | None:
+        """Authorize for ``server_url`` now, before any MCP request, and store the token; ``None`` if no login is needed.
+
+        Sends one unauthenticated ``ping`` to learn the server's challenge (its scope and
+        metadata URL), then runs the same flow a 401 would. A token already stored and
+        not expired is returned as it is unless ``force``.
+        """
+        resource = canonical_resource(server_url)
+        if not force:
+            token = self._usable_token(resource)
+            if token is not None and not token.expires_within(0):
+                return token
+        status, challenge = probe(self._session, server_url, timeout=self.timeout)
+        if status not in (401, 403) and challenge is None:
+            return None
+        return self._run_flow(resource, server_url, challenge, None)
+
+    def token_for(self, server_url: str) -> Token | None:
+        """The stored token for ``server_url`` (refreshed first if it is about to expire), or ``None``."""
+        return self._usable_token(canonical_resource(server_url))
+
     # -- requests hooks --------------------------------------------------------------------------
 
     def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
-        """Attach the stored token (refreshed first if it is about to expire) and watch for a 401."""
+        """Attach the stored token (refreshed first if it is about to expire) and watch for a 401 or 403."""
         resource = canonical_resource(str(r.url))
         token = self._usable_token(resource)
         if token is not None:
@@ -149,21 +222,31 @@ class OAuth(requests.auth.AuthBase):
         return r
 
     def _on_response(self, r: requests.Response, **kwargs: Any) -> requests.Response:
-        """On a 401: authorize (once per resource at a time), then re-send the request once with the token."""
-        if r.status_code != 401:
+        """On a 401: authorize; on a 403 insufficient_scope: step up. Then re-send the request once with the token."""
+        if r.status_code not in (401, 403) or getattr(r.request, "_mcpcall_resent", False):
             return r
         request = r.request
         resource = canonical_resource(str(request.url))
         sent = _sent_token(request)
         challenge = bearer_challenge(r.headers.get("WWW-Authenticate", ""))
+        scopes: tuple[str, ...] | None = None
+        if r.status_code == 403:
+            if challenge is None or challenge.error != "insufficient_scope" or sent is None:
+                return r
+            context = self._context(resource)
+            asked = context.scopes if context is not None else ()
+            scopes = _union(asked, challenge.scope)
+            if set(scopes) <= set(asked):
+                log.info("%s still says insufficient_scope for scopes already granted; not asking again", redact_url(resource))
+                return r
         r.content  # noqa: B018 - read and release the 401 first, so a failed flow leaves no connection behind
         r.close()
-        try:
-            token = self._gate.run(
-                ("flow", resource), lambda: self._authorize(resource, str(request.url), challenge, sent), timeout=FLOW_WAIT
-            )
-        except RefreshTimeout:
-            raise AuthError(f"authorization for {redact_url(resource)} by another thread took over {FLOW_WAIT:g} s") from None
+        token = self._run_flow(resource, str(request.url), challenge, sent, scopes)
+        return self._resend(r, token, kwargs)
+
+    def _resend(self, r: requests.Response, token: Token, kwargs: dict[str, Any]) -> requests.Response:
+        """``r``'s request once more, with ``token``; a 401/403 on this one is returned as it is."""
+        request = r.request
         again = request.copy()
         body_seek = getattr(again.body, "seek", None)
         position = getattr(request, "_mcpcall_body_pos", None)
@@ -174,10 +257,27 @@ class OAuth(requests.auth.AuthBase):
             extract_cookies_to_jar(jar, request, r.raw)  # type: ignore[no-untyped-call]
             again.prepare_cookies(jar)
         again.headers["Authorization"] = f"Bearer {token.access_token}"
+        setattr(again, "_mcpcall_resent", True)  # noqa: B010 - per request
         response: requests.Response = r.connection.send(again, **kwargs)
         response.history.append(r)
         response.request = again
         return response
+
+    def _run_flow(
+        self,
+        resource: str,
+        server_url: str,
+        challenge: Challenge | None,
+        sent: str | None,
+        scopes: tuple[str, ...] | None = None,
+    ) -> Token:
+        """The flow for ``resource`` in one thread at a time (others wait for its token)."""
+        try:
+            return self._gate.run(
+                ("flow", resource), lambda: self._authorize(resource, server_url, challenge, sent, scopes), timeout=FLOW_WAIT
+            )
+        except RefreshTimeout:
+            raise AuthError(f"authorization for {redact_url(resource)} by another thread took over {FLOW_WAIT:g} s") from None
 
     # -- tokens ----------------------------------------------------------------------------------
 
@@ -206,7 +306,9 @@ class OAuth(requests.auth.AuthBase):
             if context.client is None:
                 return current
             try:
-                new = refresh_token(self._session, context.server, context.client, current, timeout=self.timeout)
+                new = refresh_token(
+                    self._session, context.server, context.client, current, timeout=self.timeout, resource=context.indicator
+                )
             except TokenEndpointError as exc:
                 log.warning("%s; the next 401 starts a new authorization", str(exc))  # the text: a record must not keep the traceback (and its sockets) alive
                 if exc.status in (400, 401):  # invalid_grant and friends: this refresh token is done
@@ -226,75 +328,111 @@ class OAuth(requests.auth.AuthBase):
 
     # -- the flow --------------------------------------------------------------------------------
 
-    def _authorize(self, resource: str, server_url: str, challenge: Challenge | None, sent: str | None) -> Token:
-        """Everything after a 401, for one resource, in one thread at a time: a token to retry with."""
+    def _authorize(
+        self,
+        resource: str,
+        server_url: str,
+        challenge: Challenge | None,
+        sent: str | None,
+        step_up: tuple[str, ...] | None,
+    ) -> Token:
+        """Everything after a 401 (or a 403 asking for more scope), for one resource: a token to retry with."""
         context = self._context(resource)
         if context is not None:
             stored = self._store.get(context.server.issuer, resource)
-            if stored is not None and stored.access_token != sent and not stored.expires_within(0):
+            fresh = stored is not None and stored.access_token != sent and not stored.expires_within(0)
+            if fresh and stored is not None and (step_up is None or set(step_up) <= set(context.scopes)):
                 return stored  # another thread got one while this request was on its way
         hint = challenge.resource_metadata if challenge is not None else None
         metadata = fetch_protected_resource(self._session, server_url, hint, timeout=self.timeout)
         issuer = metadata.authorization_servers[0]
         server = fetch_authorization_server(self._session, issuer, timeout=self.timeout)
         stored = self._store.get(server.issuer, resource)
-        if stored is not None and stored.access_token != sent and not stored.expires_within(0):
+        if step_up is None and stored is not None and stored.access_token != sent and not stored.expires_within(0):
             with self._lock:
                 client = self._clients.get(server.issuer)
             if self.client_id:
                 client = self._client(server)
             with self._lock:
-                self._contexts[resource] = _Context(server, client)
+                self._contexts[resource] = _Context(server, client, stored.scope, metadata.resource)
             return stored  # a token kept from an earlier run
         client = self._client(server)
-        context = _Context(server, client)
+        scope = step_up if step_up is not None else self._scope(challenge, metadata, server)
         with self._lock:
-            self._contexts[resource] = context
-        if stored is not None and stored.refresh_token:
+            self._contexts[resource] = _Context(server, client, scope, metadata.resource)
+        if step_up is None and stored is not None and stored.refresh_token:
             try:
-                token = refresh_token(self._session, server, client, stored, timeout=self.timeout)
+                token = refresh_token(self._session, server, client, stored, timeout=self.timeout, resource=metadata.resource)
             except AuthError as exc:
                 log.info("%s; authorizing again", str(exc))
             else:
                 self._store.put(token)
                 return token
-        scope = (challenge.scope if challenge is not None else ()) or metadata.scopes_supported or self.scopes
-        token = self._authorization_code(server, client, resource, tuple(scope or ()))
+        token = self._authorization_code(server, client, resource, metadata.resource, scope)
         self._store.put(token)
         log.info("authorized at %s for %s", redact_url(server.issuer), redact_url(resource))
         return token
 
+    def _scope(self, challenge: Challenge | None, metadata: ProtectedResource, server: AuthorizationServer) -> tuple[str, ...]:
+        """The scopes to ask for: the challenge's, else the resource's ``scopes_supported``, else ours; plus offline_access."""
+        scope = tuple((challenge.scope if challenge is not None else ()) or metadata.scopes_supported or self.scopes or ())
+        if scope and self.offline_access and "offline_access" in (server.scopes_supported or ()):
+            scope = _union(scope, ("offline_access",))
+        return scope
+
     def _client(self, server: AuthorizationServer) -> Client:
-        """Our client identity at ``server``: the pre-registered one, else one registered dynamically (cached)."""
+        """Our client at ``server``: pre-registered, else a metadata document URL, else registered dynamically (cached)."""
         if self.client_id:
             method = choose_auth_method(self._client_secret, server.token_endpoint_auth_methods_supported)
             return Client(self.client_id, self._client_secret, method)
+        if self.client_metadata_url and server.client_id_metadata_document_supported:
+            return Client(self.client_metadata_url, None, "none")
         with self._lock:
             client = self._clients.get(server.issuer)
         if client is not None:
             return client
-        if self._redirect_handler is None or not self.redirect_uri:
-            raise self._needs_browser(server)
-        # Client ID Metadata Documents (an https client_id) come before DCR in the spec; not supported yet.
+        _, redirect_uri = self._browser(server)
         client = register_client(
-            self._session, server, client_name=self.client_name, redirect_uri=self.redirect_uri, timeout=self.timeout
+            self._session,
+            server,
+            client_name=self.client_name,
+            redirect_uri=redirect_uri,
+            application_type=_loopback_or_native(redirect_uri),
+            timeout=self.timeout,
         )
         with self._lock:
             self._clients[server.issuer] = client
         return client
 
-    def _needs_browser(self, server: AuthorizationServer) -> AuthError:
-        return AuthError(
-            f"authorization at {redact_url(server.issuer)} needs a browser: pass redirect_handler= and redirect_uri= "
-            "to OAuth (a built-in browser/loopback listener is not available yet)"
-        )
+    def _browser(self, server: AuthorizationServer) -> tuple[RedirectHandler, str]:
+        """The redirect handler and redirect URI; the default handler is made on first need."""
+        with self._lock:
+            handler = self._redirect_handler
+            if handler is None and self.interactive:
+                from .redirect import default_redirect  # only flows that need a person load it
 
-    def _authorization_code(self, server: AuthorizationServer, client: Client, resource: str, scope: tuple[str, ...]) -> Token:
-        handler, redirect_uri = self._redirect_handler, self.redirect_uri
-        if handler is None or not redirect_uri:
-            raise self._needs_browser(server)
+                handler = self._redirect_handler = default_redirect()
+        if handler is None:
+            raise AuthError(
+                f"authorization at {redact_url(server.issuer)} needs a person at a browser, and this OAuth object is "
+                "not interactive: log in once with `mcpcall login URL` (or OAuth.login) and share its token store, "
+                "or pass redirect_handler="
+            )
+        redirect_uri = self.redirect_uri or getattr(handler, "redirect_uri", None)
+        if not isinstance(redirect_uri, str) or not redirect_uri:
+            raise AuthError(
+                f"authorization at {redact_url(server.issuer)}: pass redirect_uri= with redirect_handler= "
+                "(or a handler that has a redirect_uri attribute)"
+            )
+        return handler, redirect_uri
+
+    def _authorization_code(
+        self, server: AuthorizationServer, client: Client, resource: str, indicator: str, scope: tuple[str, ...]
+    ) -> Token:
+        """Browser step and code exchange; the token is filed under ``resource``, asked for as ``indicator``."""
+        handler, redirect_uri = self._browser(server)
         pkce, state = new_pkce(), new_state()
-        url = authorization_url(server, client, redirect_uri=redirect_uri, pkce=pkce, state=state, resource=resource, scope=scope)
+        url = authorization_url(server, client, redirect_uri=redirect_uri, pkce=pkce, state=state, resource=indicator, scope=scope)
         try:
             redirected = handler(url)
         except AuthError:
@@ -312,6 +450,7 @@ class OAuth(requests.auth.AuthBase):
             code=code,
             verifier=pkce.verifier,
             redirect_uri=redirect_uri,
-            resource=resource,
+            resource=indicator,
             timeout=self.timeout,
+            filed_under=resource,
         )

