@@ -20,7 +20,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import requests
@@ -38,6 +38,9 @@ from .discovery import (
 )
 from .pkce import PKCE
 from .tokens import Token, TokenResponseError
+
+if TYPE_CHECKING:
+    from .jose import DPoPProver
 
 __all__ = [
     "Client",
@@ -320,8 +323,13 @@ def _token_request(
     *,
     step: str,
     timeout: float,
+    dpop: DPoPProver | None = None,
 ) -> dict[str, Any]:
-    """POST ``form`` to the token endpoint with the client's authentication; the JSON body of a 200."""
+    """POST ``form`` to the token endpoint with the client's authentication; the JSON body of a 200.
+
+    With ``dpop``, each attempt carries a fresh DPoP proof; a ``use_dpop_nonce`` answer
+    (RFC 9449 section 8) is retried once with the nonce the server gave.
+    """
     headers = dict(_FORM)
     form = dict(form)
     if client.auth_method == "client_secret_basic" and client.client_secret:
@@ -332,7 +340,12 @@ def _token_request(
         if client.auth_method == "client_secret_post" and client.client_secret:
             form["client_secret"] = client.client_secret
     endpoint = server.token_endpoint
-    response = _call(session, "POST", endpoint, step=step, timeout=timeout, data=form, headers=headers)
+    for attempt in (1, 2):
+        if dpop is not None:
+            headers["DPoP"] = dpop.proof("POST", endpoint)
+        response = _call(session, "POST", endpoint, step=step, timeout=timeout, data=form, headers=headers)
+        if dpop is None or not dpop.update_from_response(response) or attempt == 2:
+            break
     with response:
         body = _json_object(response)
     if response.status_code != 200 or body is None:
@@ -365,6 +378,7 @@ def exchange_code(
     resource: str,
     timeout: float,
     filed_under: str | None = None,
+    dpop: DPoPProver | None = None,
 ) -> Token:
     """Trade an authorization code (and its PKCE verifier) for a token bound to ``resource``.
 
@@ -380,7 +394,7 @@ def exchange_code(
         "resource": resource,
     }
     step = "token request (authorization_code)"
-    body = _token_request(session, server, client, form, step=step, timeout=timeout)
+    body = _token_request(session, server, client, form, step=step, timeout=timeout, dpop=dpop)
     return _token(body, step=step, server=server, resource=filed_under or resource, previous=None)
 
 
@@ -392,6 +406,7 @@ def refresh_token(
     *,
     timeout: float,
     resource: str | None = None,
+    dpop: DPoPProver | None = None,
 ) -> Token:
     """A new token for ``token``'s resource by its refresh token (RFC 6749 §6, with RFC 8707 ``resource``).
 
@@ -401,5 +416,5 @@ def refresh_token(
         raise AuthError("token refresh: the token has no refresh token")
     form = {"grant_type": "refresh_token", "refresh_token": token.refresh_token, "resource": resource or token.resource}
     step = "token refresh"
-    body = _token_request(session, server, client, form, step=step, timeout=timeout)
+    body = _token_request(session, server, client, form, step=step, timeout=timeout, dpop=dpop)
     return _token(body, step=step, server=server, resource=token.resource, previous=token)

@@ -30,7 +30,7 @@ import logging
 import math
 import threading
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 import requests
@@ -55,6 +55,9 @@ from .flow import (
 from .pkce import new_pkce, new_state
 from .tokens import MemoryTokenStore, RefreshGate, RefreshTimeout, Token, TokenStore
 
+if TYPE_CHECKING:
+    from .jose import DPoPProver
+
 __all__ = ["OAuth", "RedirectHandler"]
 
 log = logging.getLogger("mcpcall.auth.oauth")
@@ -76,6 +79,10 @@ class _Context:
     client: Client | None  # None: a stored token from an earlier run, but no client to refresh it with
     scopes: tuple[str, ...] = ()
     indicator: str | None = None  # the RFC 8707 resource, as the protected resource metadata spells it
+
+
+#: DPoP proof algorithms in the order this client prefers them (all asymmetric; never ``none``).
+DPOP_ALGS = ("ES256", "ES384", "ES512", "EdDSA", "PS256", "RS256")
 
 
 def _sent_token(request: requests.PreparedRequest) -> str | None:
@@ -122,6 +129,9 @@ class OAuth(requests.auth.AuthBase):
     metadata name any; ``offline_access`` is added when the authorization server lists
     it, so a refresh token can come back. ``token_store`` defaults to memory.
     ``timeout`` bounds each HTTP call the flow makes, from connecting to the last byte.
+    ``dpop=True`` binds tokens to a key of this object's (RFC 9449, needs ``mcpcall[auth]``)
+    where the authorization server advertises DPoP: every token request and every MCP
+    request then carries a fresh proof, and server nonces are remembered and retried with.
     """
 
     def __init__(
@@ -139,6 +149,7 @@ class OAuth(requests.auth.AuthBase):
         token_store: TokenStore | None = None,
         session: requests.Session | None = None,
         timeout: float = 30.0,
+        dpop: bool = False,
     ) -> None:
         if client_secret is not None and not client_id:
             raise ValueError("client_secret needs a client_id")
@@ -163,6 +174,8 @@ class OAuth(requests.auth.AuthBase):
         self._contexts: dict[str, _Context] = {}  # canonical resource -> what the flow found
         self._clients: dict[str, Client] = {}  # issuer -> registered client
         self._gate = RefreshGate()
+        self.dpop = bool(dpop)
+        self._prover: DPoPProver | None = None
 
     def __repr__(self) -> str:
         secret = ", client_secret=***" if self._client_secret else ""
@@ -215,20 +228,33 @@ class OAuth(requests.auth.AuthBase):
         resource = canonical_resource(str(r.url))
         token = self._usable_token(resource)
         if token is not None:
-            r.headers["Authorization"] = f"Bearer {token.access_token}"
+            self._present(r, token)
         body_tell = getattr(r.body, "tell", None)
         setattr(r, "_mcpcall_body_pos", body_tell() if callable(body_tell) else None)  # noqa: B010 - per request
         r.register_hook("response", self._on_response)  # type: ignore[no-untyped-call]
         return r
 
+    def _present(self, request: requests.PreparedRequest, token: Token) -> None:
+        """Put ``token`` on ``request``: ``Bearer``, or ``DPoP`` with a fresh proof for a DPoP-bound token."""
+        prover = self._prover
+        if token.token_type == "DPoP" and prover is not None:
+            request.headers["Authorization"] = f"DPoP {token.access_token}"
+            request.headers["DPoP"] = prover.proof(str(request.method), str(request.url), token.access_token)
+        else:
+            request.headers["Authorization"] = f"Bearer {token.access_token}"
+
     def _on_response(self, r: requests.Response, **kwargs: Any) -> requests.Response:
         """On a 401: authorize; on a 403 insufficient_scope: step up. Then re-send the request once with the token."""
+        prover = self._prover
+        if prover is not None and prover.update_from_response(r) and "DPoP" in r.request.headers:
+            return self._resend(r, None, kwargs)  # a resource server nonce (RFC 9449 section 9): same token, new proof
         if r.status_code not in (401, 403) or getattr(r.request, "_mcpcall_resent", False):
             return r
         request = r.request
         resource = canonical_resource(str(request.url))
         sent = _sent_token(request)
-        challenge = bearer_challenge(r.headers.get("WWW-Authenticate", ""))
+        header = r.headers.get("WWW-Authenticate", "")
+        challenge = bearer_challenge(header) or bearer_challenge(header, scheme="DPoP")
         scopes: tuple[str, ...] | None = None
         if r.status_code == 403:
             if challenge is None or challenge.error != "insufficient_scope" or sent is None:
@@ -244,23 +270,40 @@ class OAuth(requests.auth.AuthBase):
         token = self._run_flow(resource, str(request.url), challenge, sent, scopes)
         return self._resend(r, token, kwargs)
 
-    def _resend(self, r: requests.Response, token: Token, kwargs: dict[str, Any]) -> requests.Response:
-        """``r``'s request once more, with ``token``; a 401/403 on this one is returned as it is."""
+    def _resend(self, r: requests.Response, token: Token | None, kwargs: dict[str, Any]) -> requests.Response:
+        """``r``'s request once more, with ``token`` (``None``: the same token, a fresh DPoP proof).
+
+        A 401/403 to this one is returned as it is, except that a DPoP nonce challenge
+        is answered once more with the nonce it carries.
+        """
         request = r.request
-        again = request.copy()
-        body_seek = getattr(again.body, "seek", None)
-        position = getattr(request, "_mcpcall_body_pos", None)
-        if callable(body_seek) and isinstance(position, int):
-            body_seek(position)  # a file body was read by the first send
-        jar = getattr(again, "_cookies", None)  # what requests' digest auth does: keep cookies the 401 set
-        if jar is not None:
-            extract_cookies_to_jar(jar, request, r.raw)  # type: ignore[no-untyped-call]
-            again.prepare_cookies(jar)
-        again.headers["Authorization"] = f"Bearer {token.access_token}"
-        setattr(again, "_mcpcall_resent", True)  # noqa: B010 - per request
-        response: requests.Response = r.connection.send(again, **kwargs)
-        response.history.append(r)
-        response.request = again
+        if token is None:
+            resource = canonical_resource(str(request.url))
+            token = self._usable_token(resource)
+            if token is None:
+                return r
+        response = r
+        for _ in (1, 2):
+            again = request.copy()
+            body_seek = getattr(again.body, "seek", None)
+            position = getattr(request, "_mcpcall_body_pos", None)
+            if callable(body_seek) and isinstance(position, int):
+                body_seek(position)  # a file body was read by the first send
+            jar = getattr(again, "_cookies", None)  # what requests' digest auth does: keep cookies the 401 set
+            if jar is not None:
+                extract_cookies_to_jar(jar, request, response.raw)  # type: ignore[no-untyped-call]
+                again.prepare_cookies(jar)
+            self._present(again, token)
+            setattr(again, "_mcpcall_resent", True)  # noqa: B010 - per request
+            previous = response
+            previous.content  # noqa: B018 - release the connection before sending again
+            previous.close()
+            response = r.connection.send(again, **kwargs)
+            response.history.extend([*previous.history, previous])
+            response.request = again
+            prover = self._prover
+            if prover is None or not prover.update_from_response(response) or "DPoP" not in again.headers:
+                break
         return response
 
     def _run_flow(
@@ -291,6 +334,8 @@ class OAuth(requests.auth.AuthBase):
         if context is None:
             return None
         token = self._store.get(context.server.issuer, resource)
+        if token is not None and token.token_type == "DPoP" and self._prover is None:
+            return None  # bound to a key this object does not hold (another process's)
         if context.client is not None and token is not None and token.refresh_token and token.expires_within(REFRESH_MARGIN):
             token = self._refresh_shared(context, token)
         return token
@@ -307,7 +352,13 @@ class OAuth(requests.auth.AuthBase):
                 return current
             try:
                 new = refresh_token(
-                    self._session, context.server, context.client, current, timeout=self.timeout, resource=context.indicator
+                    self._session,
+                    context.server,
+                    context.client,
+                    current,
+                    timeout=self.timeout,
+                    resource=context.indicator,
+                    dpop=self._prover_for(context.server),
                 )
             except TokenEndpointError as exc:
                 log.warning("%s; the next 401 starts a new authorization", str(exc))  # the text: a record must not keep the traceback (and its sockets) alive
@@ -362,7 +413,15 @@ class OAuth(requests.auth.AuthBase):
             self._contexts[resource] = _Context(server, client, scope, metadata.resource)
         if step_up is None and stored is not None and stored.refresh_token:
             try:
-                token = refresh_token(self._session, server, client, stored, timeout=self.timeout, resource=metadata.resource)
+                token = refresh_token(
+                    self._session,
+                    server,
+                    client,
+                    stored,
+                    timeout=self.timeout,
+                    resource=metadata.resource,
+                    dpop=self._prover_for(server),
+                )
             except AuthError as exc:
                 log.info("%s; authorizing again", str(exc))
             else:
@@ -453,4 +512,22 @@ class OAuth(requests.auth.AuthBase):
             resource=indicator,
             timeout=self.timeout,
             filed_under=resource,
+            dpop=self._prover_for(server),
         )
+
+    def _prover_for(self, server: AuthorizationServer) -> DPoPProver | None:
+        """This object's DPoP prover when ``dpop=True`` and ``server`` advertises an algorithm it can sign with."""
+        if not self.dpop:
+            return None
+        advertised = server.raw.get("dpop_signing_alg_values_supported")
+        if not isinstance(advertised, list):
+            return None
+        usable = [alg for alg in DPOP_ALGS if alg in advertised]
+        if not usable:
+            return None
+        with self._lock:
+            if self._prover is None:
+                from .jose import DPoPProver, SigningKey
+
+                self._prover = DPoPProver(SigningKey.generate(usable[0]))
+            return self._prover

@@ -159,6 +159,7 @@ def auth_for(scenario: str, context: dict[str, Any], url: str) -> Any:
         client_metadata_url=CIMD_URL,
         redirect_uri="http://localhost:3000/callback",
         redirect_handler=follow_redirect,
+        dpop=True,  # used only where the authorization server advertises DPoP
         timeout=30,
     )
 
