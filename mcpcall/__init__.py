@@ -101,7 +101,7 @@ from .types import (
 logging.getLogger("mcpcall").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
-    from .auth import AuthError, FileTokenStore, MemoryTokenStore, OAuth, Token
+    from .auth import AuthError, ClientCredentials, EnterpriseAuth, FileTokenStore, JWTBearer, MemoryTokenStore, OAuth, Token
     from .registry import RegisteredTool, ToolRegistry, ToolStats
 
 #: Imported on first use: a script that only connects pays for neither the registry nor OAuth.
@@ -110,6 +110,9 @@ _LAZY = {
     "ToolRegistry": "registry",
     "ToolStats": "registry",
     "OAuth": "auth",
+    "ClientCredentials": "auth",
+    "JWTBearer": "auth",
+    "EnterpriseAuth": "auth",
     "AuthError": "auth",
     "Token": "auth",
     "MemoryTokenStore": "auth",
@@ -137,11 +140,13 @@ __all__ = [
     "CallToolResult",
     "ChangeEvent",
     "Client",
+    "ClientCredentials",
     "Completion",
     "ConfigError",
     "ConnectionClosed",
     "ContentBlock",
     "EmbeddedResource",
+    "EnterpriseAuth",
     "FileTokenStore",
     "ForkedClient",
     "GetPromptResult",
@@ -150,6 +155,7 @@ __all__ = [
     "ImageContent",
     "Implementation",
     "InvalidRequest",
+    "JWTBearer",
     "LogCallback",
     "MCPError",
     "MemoryTokenStore",

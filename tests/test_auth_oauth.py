@@ -21,7 +21,7 @@ from mcpcall.auth.tokens import MemoryTokenStore
 from tests.servers.oauth_server import OAuthServer
 
 REDIRECT = "http://127.0.0.1:9/callback"
-MESSAGE = {"jsonrpc": "2.0", "id": 7, "method": "tools/list"}
+MESSAGE = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
 
 
 def follow(url: str) -> str:
@@ -246,7 +246,7 @@ def test_hanging_metadata_server_is_bounded() -> None:
         url = f"http://127.0.0.1:{hang.getsockname()[1]}/.well-known/oauth-protected-resource/mcp"
         with OAuthServer(resource_metadata_url=url) as srv:
             start = time.monotonic()
-            with pytest.raises(AuthError, match="did not answer within 0.5 s"):
+            with pytest.raises(AuthError, match="within 0.5 s"):
                 post(srv, make(timeout=0.5))
             assert time.monotonic() - start < 5
     finally:

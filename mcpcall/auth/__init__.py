@@ -15,24 +15,45 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .discovery import AuthError
+    from .grants import ClientCredentials, EnterpriseAuth, JWTBearer
+    from .jose import CryptoUnavailable, DPoPProver, SigningKey
     from .oauth import OAuth, RedirectHandler
+    from .redirect import LoopbackRedirect, PasteRedirect, default_redirect
     from .tokens import FileTokenStore, MemoryTokenStore, Token, TokenStore
 
 __all__ = [
     "AuthError",
     "BearerAuth",
+    "ClientCredentials",
+    "CryptoUnavailable",
+    "DPoPProver",
+    "EnterpriseAuth",
     "FileTokenStore",
+    "JWTBearer",
+    "LoopbackRedirect",
     "MemoryTokenStore",
     "OAuth",
+    "PasteRedirect",
     "RedirectHandler",
+    "SigningKey",
     "Token",
     "TokenStore",
+    "default_redirect",
 ]
 
 _LAZY = {
     "AuthError": "discovery",
+    "ClientCredentials": "grants",
+    "EnterpriseAuth": "grants",
+    "JWTBearer": "grants",
+    "CryptoUnavailable": "jose",
+    "DPoPProver": "jose",
+    "SigningKey": "jose",
     "OAuth": "oauth",
     "RedirectHandler": "oauth",
+    "LoopbackRedirect": "redirect",
+    "PasteRedirect": "redirect",
+    "default_redirect": "redirect",
     "FileTokenStore": "tokens",
     "MemoryTokenStore": "tokens",
     "Token": "tokens",

@@ -26,6 +26,8 @@ from urllib.parse import parse_qs, quote, urlencode, urlsplit
 import requests
 
 from ..config import redact_url
+from ..scheduler import get_scheduler
+from ..transports._exchanges import Exchange, tracked_pool_classes
 from .challenge import Challenge, bearer_challenge
 from .discovery import (
     AuthError,
@@ -44,12 +46,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Client",
+    "NoResourceMetadata",
     "TokenEndpointError",
     "authorization_url",
     "choose_auth_method",
     "exchange_code",
     "fetch_authorization_server",
     "fetch_protected_resource",
+    "new_session",
     "parse_redirect",
     "probe",
     "refresh_token",
@@ -58,6 +62,10 @@ __all__ = [
 
 _ERROR_CODE = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 _FORM = {"Accept": "application/json", "Content-Type": "application/x-www-form-urlencoded"}
+
+
+class NoResourceMetadata(AuthError):
+    """The server published no protected resource metadata: its 401 is not an OAuth challenge mcpcall can answer."""
 
 
 class TokenEndpointError(AuthError):
@@ -91,12 +99,41 @@ class Client:
 MAX_BODY = 1 << 20
 
 
+def new_session() -> requests.Session:
+    """A session whose sockets a deadline can shut (see :func:`_call`); the flow's own sessions are made here."""
+    from requests.adapters import HTTPAdapter
+
+    session = requests.Session()
+    for scheme in ("http://", "https://"):
+        adapter = HTTPAdapter(max_retries=0)
+        adapter.poolmanager.pool_classes_by_scheme = tracked_pool_classes()
+        session.mount(scheme, adapter)
+    return session
+
+
 def _call(session: requests.Session, method: str, url: str, *, step: str, timeout: float, **kwargs: Any) -> requests.Response:
     """One HTTP call bounded as a whole (connect to last byte within ``timeout``, at most :data:`MAX_BODY` read).
 
-    Any transport failure becomes :class:`AuthError` naming only the exception type. Redirects
-    are never followed: a server must not send the client's credentials somewhere else.
+    With a session from :func:`new_session`, the deadline shuts the call's socket, so a
+    server trickling bytes cannot hold the caller; with any other session it is checked
+    between reads. Any transport failure becomes :class:`AuthError` naming only the
+    exception type. Redirects are never followed: a server must not send the client's
+    credentials somewhere else.
     """
+    exchange = Exchange(step)
+    timer = get_scheduler().schedule(timeout, exchange.abort)
+    try:
+        with exchange:
+            return _bounded(session, method, url, step=step, timeout=timeout, **kwargs)
+    except AuthError:
+        if exchange.aborted.is_set():
+            raise AuthError(f"{step}: {redact_url(url)} did not finish answering within {timeout:g} s") from None
+        raise
+    finally:
+        timer.cancel()
+
+
+def _bounded(session: requests.Session, method: str, url: str, *, step: str, timeout: float, **kwargs: Any) -> requests.Response:
     deadline = time.monotonic() + timeout
     try:
         response = session.request(method, url, timeout=timeout, allow_redirects=False, stream=True, **kwargs)
@@ -163,7 +200,13 @@ def fetch_protected_resource(
     Anywhere else the resource must be the endpoint itself.
     """
     urls = protected_resource_metadata_urls(server_url, hint)
-    found, document = _first_json(session, urls, step="protected resource metadata discovery", timeout=timeout)
+    step = "protected resource metadata discovery"
+    try:
+        found, document = _first_json(session, urls, step=step, timeout=timeout)
+    except AuthError as exc:
+        if "no usable document" in str(exc):
+            raise NoResourceMetadata(str(exc)) from None
+        raise
     # The root document describes the whole origin: its resource may be a parent of the endpoint.
     at_root = urlsplit(found).path == "/.well-known/oauth-protected-resource" and found != (hint or "").strip()
     return check_protected_resource(document, server_url, allow_parent=at_root)

@@ -41,12 +41,14 @@ from .challenge import Challenge, bearer_challenge
 from .discovery import AuthError, AuthorizationServer, ProtectedResource, canonical_resource
 from .flow import (
     Client,
+    NoResourceMetadata,
     TokenEndpointError,
     authorization_url,
     choose_auth_method,
     exchange_code,
     fetch_authorization_server,
     fetch_protected_resource,
+    new_session,
     parse_redirect,
     probe,
     refresh_token,
@@ -168,7 +170,7 @@ class OAuth(requests.auth.AuthBase):
         self.offline_access = bool(offline_access)
         self._store: TokenStore = token_store if token_store is not None else MemoryTokenStore()
         self._owns_session = session is None
-        self._session = session if session is not None else requests.Session()
+        self._session = session if session is not None else new_session()
         self.timeout = float(timeout)
         self._lock = threading.Lock()
         self._contexts: dict[str, _Context] = {}  # canonical resource -> what the flow found
@@ -215,7 +217,7 @@ class OAuth(requests.auth.AuthBase):
         status, challenge = probe(self._session, server_url, timeout=self.timeout)
         if status not in (401, 403) and challenge is None:
             return None
-        return self._run_flow(resource, server_url, challenge, None)
+        return self._run_flow(resource, server_url, challenge, None, anew=force)
 
     def token_for(self, server_url: str) -> Token | None:
         """The stored token for ``server_url`` (refreshed first if it is about to expire), or ``None``."""
@@ -267,7 +269,14 @@ class OAuth(requests.auth.AuthBase):
                 return r
         r.content  # noqa: B018 - read and release the 401 first, so a failed flow leaves no connection behind
         r.close()
-        token = self._run_flow(resource, str(request.url), challenge, sent, scopes)
+        try:
+            token = self._run_flow(resource, str(request.url), challenge, sent, scopes)
+        except NoResourceMetadata as exc:
+            if challenge is not None and challenge.resource_metadata:
+                raise
+            # A 401 with no OAuth behind it (an API-key server, a proxy): the caller sees it as it is.
+            log.info("%s; passing the HTTP %d on", str(exc), r.status_code)
+            return r
         return self._resend(r, token, kwargs)
 
     def _resend(self, r: requests.Response, token: Token | None, kwargs: dict[str, Any]) -> requests.Response:
@@ -313,11 +322,15 @@ class OAuth(requests.auth.AuthBase):
         challenge: Challenge | None,
         sent: str | None,
         scopes: tuple[str, ...] | None = None,
+        *,
+        anew: bool = False,
     ) -> Token:
-        """The flow for ``resource`` in one thread at a time (others wait for its token)."""
+        """The flow for ``resource`` in one thread at a time (others wait for its token); ``anew``: ignore stored tokens."""
         try:
             return self._gate.run(
-                ("flow", resource), lambda: self._authorize(resource, server_url, challenge, sent, scopes), timeout=FLOW_WAIT
+                ("flow", resource),
+                lambda: self._authorize(resource, server_url, challenge, sent, scopes, anew=anew),
+                timeout=FLOW_WAIT,
             )
         except RefreshTimeout:
             raise AuthError(f"authorization for {redact_url(resource)} by another thread took over {FLOW_WAIT:g} s") from None
@@ -386,10 +399,12 @@ class OAuth(requests.auth.AuthBase):
         challenge: Challenge | None,
         sent: str | None,
         step_up: tuple[str, ...] | None,
+        *,
+        anew: bool = False,
     ) -> Token:
         """Everything after a 401 (or a 403 asking for more scope), for one resource: a token to retry with."""
         context = self._context(resource)
-        if context is not None:
+        if context is not None and not anew:
             stored = self._store.get(context.server.issuer, resource)
             fresh = stored is not None and stored.access_token != sent and not stored.expires_within(0)
             if fresh and stored is not None and (step_up is None or set(step_up) <= set(context.scopes)):
@@ -398,7 +413,7 @@ class OAuth(requests.auth.AuthBase):
         metadata = fetch_protected_resource(self._session, server_url, hint, timeout=self.timeout)
         issuer = metadata.authorization_servers[0]
         server = fetch_authorization_server(self._session, issuer, timeout=self.timeout)
-        stored = self._store.get(server.issuer, resource)
+        stored = None if anew else self._store.get(server.issuer, resource)
         if step_up is None and stored is not None and stored.access_token != sent and not stored.expires_within(0):
             with self._lock:
                 client = self._clients.get(server.issuer)

@@ -11,12 +11,18 @@
     mcpcall [OPTIONS] get-prompt [SERVER] NAME [JSON | key=value ...]
     mcpcall [OPTIONS] ping [SERVER]
     mcpcall [OPTIONS] info [SERVER]
+    mcpcall [OPTIONS] login SERVER      (--client-id ID, --client-secret-env VAR, --scope S, --no-browser, --port N,
+    mcpcall [OPTIONS] logout SERVER      --token-file PATH)
     mcpcall demo
 
 OPTIONS (``mcpcall --help`` describes each): ``--config FILE``, ``--check``,
 ``--json``, ``--timeout SECONDS``, ``--protocol VERSION``, ``--env K=V``,
 ``--inherit-env``, ``--cwd DIR``, ``--stderr show|hide``, ``--header
-NAME:VALUE``, ``--bearer TOKEN``, ``--version``.
+NAME:VALUE``, ``--bearer TOKEN``, the sign-in options above, ``--version``.
+
+Remote servers that ask for OAuth use the token ``mcpcall login`` stored
+(:mod:`.login`); without one, a command at a terminal runs the browser sign-in,
+and one whose stdin is not a terminal fails and says to run ``mcpcall login``.
 
 The older order, SERVER first (``mcpcall SERVER tools``, ``mcpcall SERVER call
 TOOL k=v``), works as well.
@@ -39,7 +45,8 @@ tools | head -1``: 128 + SIGPIPE, as shells report it; nothing is printed).
 
 Modules: :mod:`.words` (options and words), :mod:`.targets` (which server),
 :mod:`.commands` (one server), :mod:`.multi` (every server of a config),
-:mod:`.progress` (progress bars), :mod:`.output` (stdout and exit codes),
+:mod:`.progress` (progress bars), :mod:`.login` (login, logout, OAuth for
+remote servers), :mod:`.output` (stdout and exit codes),
 :mod:`.app` (``main``).
 """
 

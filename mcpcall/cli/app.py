@@ -16,6 +16,7 @@ from ..config import find_config, is_url
 from ..config.transports import _default_name
 from ..errors import ConfigError, MCPError, RequestTimeout, RPCError
 from .commands import COMMANDS_ON_ONE_SERVER, check_no_words, demo
+from .login import login_command, logout_command, needs_login_hint, with_oauth, with_oauth_everywhere
 from .multi import servers_command, tools_everywhere
 from .output import (
     EXIT_BROKEN_PIPE,
@@ -140,6 +141,21 @@ def _wait_notice(target: Target, seconds: float) -> WaitNotice:
 
 def _run_on(target: Target, command: str, words: Sequence[str], args: argparse.Namespace, out: Output) -> int:
     options = _connect_options(args)
+    target, auth = with_oauth(target, args, options)
+    if auth is None:
+        return _run_with(target, command, words, args, options, out)
+    if target.config is None:
+        options["auth"] = auth
+    try:
+        with auth:
+            return _run_with(target, command, words, args, options, out)
+    except MCPError as exc:
+        needs_login_hint(target, auth, exc)
+        raise
+
+
+def _run_with(target: Target, command: str, words: Sequence[str], args: argparse.Namespace, options: dict[str, Any],
+              out: Output) -> int:
     if args.timeout is not None:
         options["timeout"] = args.timeout
     elif target.config is None or target.config.timeout is None:
@@ -171,12 +187,30 @@ def _dispatch(args: argparse.Namespace, words: list[str], out: Output) -> int:
         if found is None or configs.path is None:
             raise ConfigError("no config file: give --config FILE, or write one of .mcp.json, .vscode/mcp.json, "
                               ".cursor/mcp.json here, ~/.cursor/mcp.json (or Claude Desktop's)")
-        return servers_command(configs.path, found, args.check, args.timeout, _connect_options(args), args.json, out)
+        options = _connect_options(args)
+        if not args.check:
+            return servers_command(configs.path, found, False, args.timeout, options, args.json, out)
+        found, made = with_oauth_everywhere(found, args, options)
+        try:
+            return servers_command(configs.path, found, True, args.timeout, options, args.json, out)
+        finally:
+            for auth in made:
+                auth.close()
+    if command in ("login", "logout"):
+        words_given = rest if before is None else [before, *rest]
+        run = login_command if command == "login" else logout_command
+        return run(args, words_given, configs, out)
     target, rest = pick_target(command, before, rest, configs)
     if command in ("tools", "info", "resources", "prompts", "ping"):
         check_no_words(command, rest)
     if target is None:
-        return tools_everywhere(configs.enabled(), args.timeout, _connect_options(args), args.json, out)
+        options = _connect_options(args)
+        servers, made = with_oauth_everywhere(configs.enabled(), args, options)
+        try:
+            return tools_everywhere(servers, args.timeout, options, args.json, out)
+        finally:
+            for auth in made:
+                auth.close()
     return _run_on(target, command, rest, args, out)
 
 

@@ -15,10 +15,13 @@ from ..config import is_url, redact_url
 from ..errors import ConfigError
 from ..types import Tool
 
-__all__ = ["COMMANDS", "UsageError", "build_parser", "looks_like_server", "parse_arguments", "parse_prompt_arguments", "parse_value",
+__all__ = ["COMMANDS", "SIGN_IN_COMMANDS", "UsageError", "build_parser", "looks_like_server", "parse_arguments", "parse_prompt_arguments", "parse_value",
            "split_words"]
 
 COMMANDS = ("servers", "tools", "call", "resources", "read", "prompts", "get-prompt", "ping", "info", "demo")
+#: Sign-in commands (``mcpcall login URL``); kept apart so the "commands:" line of errors stays as scripts know it.
+SIGN_IN_COMMANDS = ("login", "logout")
+_ALL = COMMANDS + SIGN_IN_COMMANDS
 _NO_SERVER = ("demo", "servers")  # commands that take no SERVER
 _KNOWN = f"commands: {', '.join(COMMANDS)}"
 
@@ -36,11 +39,17 @@ commands:
   get-prompt [SERVER] NAME [k=v...]  a prompt's messages
   ping [SERVER]                      round-trip time
   info [SERVER]                      server name, protocol, capabilities
+  login SERVER                       sign in to a remote server (OAuth, in a browser); the token is kept
+  logout SERVER                      forget the stored token of a remote server
   demo                               a tour of the bundled demo server
 
 SERVER is a name in the config file, a URL (https://host/mcp) or a command line in one argument
 ("npx -y @pkg/server"). Without one: for tools, every server of the config (--config, else a found
-one); for the others, the only server of --config; else the bundled demo server."""
+one); for the others, the only server of --config; else the bundled demo server.
+
+Remote servers that ask for OAuth use the token `mcpcall login URL` stored (refreshed when it can be);
+without one, a command run at a terminal opens the browser, and one run from a script fails and says
+to run `mcpcall login`."""
 
 
 class UsageError(ConfigError):
@@ -77,7 +86,23 @@ def build_parser(config_note: str) -> argparse.ArgumentParser:
     remote = p.add_argument_group("remote servers (a URL)")
     remote.add_argument("--header", action="append", default=[], metavar="NAME:VALUE", help="an HTTP header for a remote server")
     remote.add_argument("--bearer", metavar="TOKEN", help="a bearer token for a remote server (or MCPCALL_BEARER)")
+    oauth = p.add_argument_group("sign-in (OAuth: login, and remote servers that ask for it)")
+    oauth.add_argument("--client-id", metavar="ID", help="a pre-registered OAuth client id (default: register one)")
+    oauth.add_argument("--client-secret-env", metavar="VAR", help="the environment variable holding that client's secret")
+    oauth.add_argument("--scope", action="append", default=[], metavar="SCOPE",
+                       help="a scope to ask for when the server names none (repeatable)")
+    oauth.add_argument("--no-browser", action="store_true",
+                       help="print the sign-in link and ask for the address the browser ends on")
+    oauth.add_argument("--port", type=_port, metavar="N", help="the port of the local sign-in listener (default: any free one)")
+    oauth.add_argument("--token-file", metavar="PATH", help="where tokens are kept (default: ~/.cache/mcpcall/tokens.json)")
     return p
+
+
+def _port(text: str) -> int:
+    """``--port``: 1-65535."""
+    if not text.isdigit() or not 0 < int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number (1-65535), not {text!r}")
+    return int(text)
 
 
 def _seconds(text: str) -> float:
@@ -145,7 +170,7 @@ def parse_prompt_arguments(words: Sequence[str]) -> dict[str, str]:
 
 def did_you_mean(word: str) -> str:
     """`` (did you mean 'tools'?)`` for a near miss of a command, else ``""``."""
-    close = difflib.get_close_matches(word.lower(), COMMANDS, n=1)
+    close = difflib.get_close_matches(word.lower(), _ALL, n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
@@ -159,11 +184,11 @@ def split_words(words: Sequence[str]) -> tuple[str | None, str, list[str]]:
 
     A ConfigError says what is wrong: a misspelt command names the near miss and the known ones.
     """
-    if words[0] in COMMANDS:
-        if words[0] in _NO_SERVER and len(words) > 1 and words[1] in COMMANDS:
+    if words[0] in _ALL:
+        if words[0] in _NO_SERVER and len(words) > 1 and words[1] in _ALL:
             return words[0], words[1], list(words[2:])  # a server named like a command: "mcpcall demo tools"
         return None, words[0], list(words[1:])
-    if len(words) > 1 and words[1] in COMMANDS:
+    if len(words) > 1 and words[1] in _ALL:
         return words[0], words[1], list(words[2:])
     first = words[0]
     typo = did_you_mean(first)

@@ -25,7 +25,7 @@ ServerSpec = Union[str, Sequence[str], Mapping[str, Any]]
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _STDIO_KEYS = {"command", "args", "env", "cwd", "type", "transport", "name", "inherit_env"}
-_HTTP_KEYS = {"url", "headers", "type", "transport", "name", "auth", "verify"}
+_HTTP_KEYS = {"url", "headers", "type", "transport", "name", "auth", "verify", "oauth"}
 _HTTP_KINDS = {"http": "streamable-http", "streamable-http": "streamable-http", "streamableHttp": "streamable-http",
                "sse": "sse", "auto": "auto"}
 _TRUE_WORDS = frozenset({"true", "yes", "1", "on"})
@@ -219,7 +219,16 @@ def make_transport(
             kind = spec.get("transport", spec.get("type"))
             if kind is not None and "transport" not in options:
                 options["transport"] = kind
-            return _http_transport(spec["url"], name or spec.get("name"), options, max_message_bytes)
+            owned = None
+            if spec.get("oauth") is not None and options.get("auth") is None and not _has_authorization(options["headers"]):
+                owned = options["auth"] = _oauth_of(spec["oauth"], label)
+            try:
+                transport = _http_transport(spec["url"], name or spec.get("name"), options, max_message_bytes)
+            except BaseException:
+                if owned is not None:
+                    owned.close()
+                raise
+            return _closes_with(transport, owned) if owned is not None else transport
         unknown = set(spec) - _STDIO_KEYS
         if unknown:
             raise ConfigError(f"unknown keys in {where}: {', '.join(sorted(map(str, unknown)))}")
@@ -269,6 +278,44 @@ def make_transport(
         close_timeout=2.0 if close_timeout is None else close_timeout,
     )
     transport.era_cache_key = ("stdio", tuple(argv), cwd)
+    return transport
+
+
+def _has_authorization(headers: Mapping[str, Any]) -> bool:
+    return any(str(key).lower() == "authorization" for key in headers)
+
+
+def _oauth_of(value: Any, server: str) -> Any:
+    """The OAuth object for an entry's ``oauth`` settings (an OAuthSettings, or a mapping/bool given in Python)."""
+    from .files import OAuthSettings, oauth_settings
+
+    settings = value if isinstance(value, OAuthSettings) else None
+    if settings is None:
+        if not isinstance(value, (Mapping, bool)):
+            raise ConfigError(f"server {server!r}: 'oauth' must be a mapping of OAuth settings, not a {type(value).__name__}")
+        settings = oauth_settings(value, server)
+        if settings is None:
+            return None
+    return settings.make_oauth()
+
+
+def _closes_with(transport: Transport, auth: Any) -> Transport:
+    """``transport`` whose ``close()`` (and that of its fallback transport) also closes ``auth``, which the config made."""
+    close, fallback = transport.close, getattr(transport, "fallback", None)
+
+    def close_both() -> None:
+        try:
+            close()
+        finally:
+            auth.close()
+
+    def fallback_too() -> Transport | None:
+        other = fallback() if callable(fallback) else None
+        return _closes_with(other, auth) if other is not None else None
+
+    setattr(transport, "close", close_both)  # noqa: B010 - this one object only
+    if callable(fallback):
+        setattr(transport, "fallback", fallback_too)  # noqa: B010
     return transport
 
 

@@ -4,8 +4,15 @@ Serves the RFC 9728 metadata at ``/.well-known/oauth-protected-resource/mcp``, R
 metadata at ``/.well-known/oauth-authorization-server``, ``/register`` (DCR),
 ``/authorize`` (auto-approves: 302 to the redirect URI with code, state and iss),
 ``/token`` (authorization_code with PKCE S256 and resource checks; refresh_token) and
-``/mcp`` (401 with a Bearer challenge unless a valid token is sent; else a minimal
-JSON-RPC answer). Everything it saw is recorded for the tests to inspect.
+``/mcp`` (401 with a Bearer challenge unless a valid token is sent; else a small MCP
+server of the 2025-11-25 era: initialize, tools/list with one ``echo`` tool, tools/call,
+and ``{}`` for anything else). Everything it saw is recorded for the tests to inspect.
+
+Options for the later parts of the flow: ``call_scope`` (tools/call needs that scope,
+else 403 ``insufficient_scope``), ``cimd`` (https client ids accepted, as Client ID
+Metadata Documents), ``as_scopes`` (the AS's ``scopes_supported``), ``dpop`` (DPoP-bound
+tokens: proofs checked at /token and /mcp with PyJWT) and ``dpop_nonce`` (both ends
+demand a server nonce first).
 """
 
 from __future__ import annotations
@@ -37,6 +44,12 @@ class OAuthServer:
         fail_refresh: bool = False,
         reject_tokens: bool = False,
         refresh_delay: float = 0.0,
+        call_scope: str | None = None,
+        cimd: bool = False,
+        as_scopes: list[str] | None = None,
+        dpop: bool = False,
+        dpop_nonce: bool = False,
+        grant_scopes: list[str] | None = None,
     ) -> None:
         self.expires_in = expires_in
         self.clients: dict[str, str | None] = dict(clients or {})  # client_id -> secret (None: public)
@@ -48,6 +61,17 @@ class OAuthServer:
         self.fail_refresh = fail_refresh
         self.reject_tokens = reject_tokens
         self.refresh_delay = refresh_delay
+        self.call_scope = call_scope
+        self.cimd = cimd
+        self.as_scopes = as_scopes
+        self.dpop = dpop
+        self.dpop_nonce = dpop_nonce
+        self.grant_scopes = grant_scopes  # what tokens really get (default: what was asked for)
+        self.scopes: dict[str, tuple[str, ...]] = {}  # access token -> granted scopes
+        self.bound: dict[str, str] = {}  # access token -> jkt of its DPoP key
+        self.proof_errors: list[str] = []
+        self.jtis: set[str] = set()
+        self.forbidden = 0
         self.lock = threading.Lock()
         self.codes: dict[str, dict[str, Any]] = {}
         self.tokens: dict[str, float | None] = {}  # access token -> expiry
@@ -97,17 +121,67 @@ class OAuthServer:
             doc["registration_endpoint"] = self.base + "/register"
         if self.auth_methods is not None:
             doc["token_endpoint_auth_methods_supported"] = self.auth_methods
+        if self.cimd:
+            doc["client_id_metadata_document_supported"] = True
+        if self.as_scopes is not None:
+            doc["scopes_supported"] = self.as_scopes
+        if self.dpop:
+            doc["dpop_signing_alg_values_supported"] = ["ES256"]
         return doc
 
-    def issue(self, client_id: str) -> dict[str, Any]:
+    def issue(self, client_id: str, scope: tuple[str, ...] = (), jkt: str | None = None) -> dict[str, Any]:
         access, refresh = "at-" + secrets.token_urlsafe(16), "rt-" + secrets.token_urlsafe(16)
         with self.lock:
             self.tokens[access] = None if self.expires_in is None else time.time() + self.expires_in
             self.refresh_tokens[refresh] = client_id
-        body: dict[str, Any] = {"access_token": access, "token_type": "Bearer", "refresh_token": refresh}
+            self.scopes[access] = scope
+            if jkt is not None:
+                self.bound[access] = jkt
+        body: dict[str, Any] = {"access_token": access, "token_type": "DPoP" if jkt else "Bearer", "refresh_token": refresh}
         if self.expires_in is not None:
             body["expires_in"] = self.expires_in
+        if scope:
+            body["scope"] = " ".join(scope)
         return body
+
+    def check_proof(self, proof: str | None, method: str, url: str, access: str | None) -> str | None:
+        """The proof's key thumbprint when it is a valid DPoP proof for this request, else ``None`` (error recorded)."""
+        import jwt  # PyJWT, from the test extra
+
+        try:
+            if not proof:
+                raise ValueError("no DPoP proof")
+            header = jwt.get_unverified_header(proof)
+            if header.get("typ") != "dpop+jwt" or "d" in header.get("jwk", {}):
+                raise ValueError("bad proof header")
+            key = jwt.PyJWK(header["jwk"], header.get("alg")).key
+            claims = jwt.decode(proof, key, algorithms=["ES256"], options={"verify_aud": False})
+            if claims.get("htm") != method or claims.get("htu") != url or claims.get("jti") in self.jtis:
+                raise ValueError("wrong htm/htu or a replayed jti")
+            if abs(time.time() - float(claims.get("iat", 0))) > 60:
+                raise ValueError("stale iat")
+            if access is not None:
+                ath = base64.urlsafe_b64encode(hashlib.sha256(access.encode()).digest()).rstrip(b"=").decode()
+                if claims.get("ath") != ath:
+                    raise ValueError("wrong ath")
+            with self.lock:
+                self.jtis.add(claims["jti"])
+            jwk = header["jwk"]
+            members = json.dumps({k: jwk[k] for k in ("crv", "kty", "x", "y")}, separators=(",", ":"), sort_keys=True)
+            return base64.urlsafe_b64encode(hashlib.sha256(members.encode()).digest()).rstrip(b"=").decode()
+        except Exception as exc:  # noqa: BLE001 - any failure is a bad proof
+            with self.lock:
+                self.proof_errors.append(str(exc))
+            return None
+
+    @staticmethod
+    def proof_nonce(proof: str | None) -> str | None:
+        import jwt
+
+        try:
+            return jwt.decode(proof or "", options={"verify_signature": False}).get("nonce")  # type: ignore[no-any-return]
+        except Exception:  # noqa: BLE001
+            return None
 
     def valid(self, access: str) -> bool:
         with self.lock:
@@ -177,7 +251,8 @@ class _Handler(BaseHTTPRequestHandler):
         app = self.app
         with app.lock:
             app.authorize_requests.append(params)
-        if params.get("client_id") not in app.clients or params.get("code_challenge_method") != "S256":
+        cimd = app.cimd and params.get("client_id", "").startswith("https://")
+        if not cimd and params.get("client_id") not in app.clients or params.get("code_challenge_method") != "S256":
             self._send(400, {"error": "invalid_request"})
             return
         code = "code-" + secrets.token_urlsafe(16)
@@ -195,6 +270,8 @@ class _Handler(BaseHTTPRequestHandler):
             ok = client_id in app.clients and app.clients[client_id] == secret
             return (client_id if ok else None), "client_secret_basic"
         client_id = form.get("client_id", "")
+        if self.app.cimd and client_id.startswith("https://") and "client_secret" not in form:
+            return client_id, "none"
         if "client_secret" in form:
             ok = client_id in app.clients and app.clients[client_id] == form["client_secret"]
             return (client_id if ok else None), "client_secret_post"
@@ -212,6 +289,16 @@ class _Handler(BaseHTTPRequestHandler):
         if form.get("resource") != app.mcp_url:
             self._send(400, {"error": "invalid_target"})
             return
+        jkt = None
+        if app.dpop and self.headers.get("DPoP"):
+            proof = self.headers.get("DPoP")
+            if app.dpop_nonce and app.proof_nonce(proof) != "as-nonce":
+                self._send(400, {"error": "use_dpop_nonce"}, {"DPoP-Nonce": "as-nonce"})
+                return
+            jkt = app.check_proof(proof, "POST", app.base + "/token", None)
+            if jkt is None:
+                self._send(400, {"error": "invalid_dpop_proof"})
+                return
         if form.get("grant_type") == "authorization_code":
             with app.lock:
                 grant = app.codes.pop(form.get("code", ""), None)
@@ -226,7 +313,8 @@ class _Handler(BaseHTTPRequestHandler):
             ):
                 self._send(400, {"error": "invalid_grant"})
                 return
-            self._send(200, app.issue(client_id))
+            asked = tuple((grant.get("scope") or "").split())
+            self._send(200, app.issue(client_id, asked if app.grant_scopes is None else tuple(app.grant_scopes), jkt))
         elif form.get("grant_type") == "refresh_token":
             time.sleep(app.refresh_delay)
             with app.lock:
@@ -234,26 +322,61 @@ class _Handler(BaseHTTPRequestHandler):
             if app.fail_refresh or owner != client_id:
                 self._send(400, {"error": "invalid_grant"})
                 return
-            self._send(200, app.issue(client_id))
+            self._send(200, app.issue(client_id, (), jkt))
         else:
             self._send(400, {"error": "unsupported_grant_type"})
 
     def _mcp(self, body: bytes) -> None:
         app = self.app
         header = self.headers.get("Authorization", "")
-        if not (header.startswith("Bearer ") and app.valid(header[7:])):
+        scheme, _, access = header.partition(" ")
+        metadata = app.resource_metadata_url or app.base + "/.well-known/oauth-protected-resource/mcp"
+        ok = scheme == ("DPoP" if app.dpop else "Bearer") and app.valid(access)
+        if ok and app.dpop:
+            proof = self.headers.get("DPoP")
+            if app.dpop_nonce and app.proof_nonce(proof) != "rs-nonce":
+                challenge = f'DPoP error="use_dpop_nonce", resource_metadata="{metadata}"'
+                self._send(401, {"error": "use_dpop_nonce"}, {"WWW-Authenticate": challenge, "DPoP-Nonce": "rs-nonce"})
+                return
+            ok = app.check_proof(proof, self.command, app.mcp_url, access) == app.bound.get(access)
+        if not ok:
             with app.lock:
                 app.unauthorized += 1
-            metadata = app.resource_metadata_url or app.base + "/.well-known/oauth-protected-resource/mcp"
-            challenge = f'Bearer resource_metadata="{metadata}"'
+            challenge = f'{"DPoP" if app.dpop else "Bearer"} resource_metadata="{metadata}"'
             if app.challenge_scope:
                 challenge += f', scope="{app.challenge_scope}"'
             self._send(401, {"error": "unauthorized"}, {"WWW-Authenticate": challenge})
             return
-        with app.lock:
-            app.mcp_ok += 1
         try:
             message = json.loads(body) if body else {}
         except ValueError:
             message = {}
-        self._send(200, {"jsonrpc": "2.0", "id": message.get("id"), "result": {}})
+        method = message.get("method") if isinstance(message, dict) else None
+        if method == "tools/call" and app.call_scope and app.call_scope not in app.scopes.get(access, ()):
+            with app.lock:
+                app.forbidden += 1
+            challenge = f'Bearer error="insufficient_scope", scope="{app.call_scope}", resource_metadata="{metadata}"'
+            self._send(403, {"error": "insufficient_scope"}, {"WWW-Authenticate": challenge})
+            return
+        with app.lock:
+            app.mcp_ok += 1
+        if isinstance(method, str) and method.startswith("notifications/"):
+            self._send(202)
+            return
+        self._send(200, {"jsonrpc": "2.0", "id": message.get("id"), "result": _answer(method, message.get("params"))})
+
+
+def _answer(method: Any, params: Any) -> dict[str, Any]:
+    """The small MCP server behind the token check."""
+    if method == "initialize":
+        return {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "oauth-test-server", "version": "1.0"},
+        }
+    if method == "tools/list":
+        return {"tools": [{"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}
+    if method == "tools/call":
+        text = str(((params or {}).get("arguments") or {}).get("text", ""))
+        return {"content": [{"type": "text", "text": text}]}
+    return {}

@@ -1,0 +1,274 @@
+"""OAuth beyond the first token, end to end: through mcpcall.connect, step-up, CIMD, offline_access, login, DPoP, bounds.
+
+The peer is tests/servers/oauth_server.py (an authorization server and a small MCP
+server behind a token check, on 127.0.0.1); the browser is a function that follows
+the authorization endpoint's redirect, as a person approving at once would.
+"""
+
+from __future__ import annotations
+
+import gc
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+
+import mcpcall
+from mcpcall.auth.discovery import AuthError
+from tests.servers.oauth_server import OAuthServer
+
+REDIRECT = "http://127.0.0.1:9/callback"
+PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+
+
+def follow(url: str) -> str:
+    response = requests.get(url, allow_redirects=False, timeout=5)
+    assert response.status_code == 302, response.text
+    return str(response.headers["Location"])
+
+
+_made: list[mcpcall.OAuth] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_auth() -> Iterator[None]:
+    yield
+    while _made:
+        _made.pop().close()
+    gc.collect()
+
+
+def make(**kwargs: Any) -> mcpcall.OAuth:
+    kwargs.setdefault("redirect_uri", REDIRECT)
+    kwargs.setdefault("redirect_handler", follow)
+    kwargs.setdefault("timeout", 5.0)
+    auth = mcpcall.OAuth(**kwargs)
+    _made.append(auth)
+    return auth
+
+
+def test_connect_with_oauth_over_streamable_http() -> None:
+    with OAuthServer(scopes_supported=["mcp:read"]) as server:
+        auth = make()
+        with mcpcall.connect(server.mcp_url, auth=auth, protocol="2025-11-25", timeout=10) as client:
+            assert [tool.name for tool in client.list_tools()] == ["echo"]
+            assert client.call_tool("echo", {"text": "hi"}).text == "hi"
+        assert server.unauthorized == 1  # one 401, then every request carried the token
+        assert len(server.authorize_requests) == 1
+        assert server.authorize_requests[0]["scope"] == "mcp:read"
+        token = auth.token_for(server.mcp_url)
+        assert token is not None and token.access_token not in repr(token) and token.access_token not in repr(auth)
+
+
+def test_step_up_asks_for_the_union_once_and_the_call_goes_through() -> None:
+    with OAuthServer(challenge_scope="mcp:read", call_scope="mcp:write") as server:
+        with mcpcall.connect(server.mcp_url, auth=make(), protocol="2025-11-25", timeout=10) as client:
+            client.list_tools()
+            assert client.call_tool("echo", {"text": "up"}).text == "up"
+            assert client.call_tool("echo", {"text": "again"}).text == "again"
+        assert [r.get("scope") for r in server.authorize_requests] == ["mcp:read", "mcp:read mcp:write"]
+        assert server.forbidden == 1
+
+
+def test_step_up_that_never_helps_stops_instead_of_looping() -> None:
+    # the server grants nothing, so every tools/call is refused for scope
+    with OAuthServer(challenge_scope="mcp:read", call_scope="mcp:write", grant_scopes=[]) as server:
+        with mcpcall.connect(server.mcp_url, auth=make(), protocol="2025-11-25", timeout=10) as client:
+            client.list_tools()
+            with pytest.raises(mcpcall.HTTPError, match="403"):
+                client.call_tool("echo", {"text": "x"})
+            with pytest.raises(mcpcall.HTTPError, match="403"):
+                client.call_tool("echo", {"text": "x"})
+        # one step-up for the first call (a new scope), none for the second (nothing new to ask for)
+        assert len(server.authorize_requests) == 2
+        assert server.forbidden == 3
+
+
+def test_client_id_metadata_document_is_used_instead_of_registration() -> None:
+    url = "https://client.example/mcpcall.json"
+    with OAuthServer(cimd=True, registration=False) as server:
+        response = requests.post(server.mcp_url, json=PING, auth=make(client_metadata_url=url), timeout=10)
+        assert response.status_code == 200
+        assert server.registrations == []
+        assert server.authorize_requests[0]["client_id"] == url
+        assert server.token_requests[0]["form"]["client_id"] == url
+
+
+def test_client_metadata_url_is_not_used_where_unsupported() -> None:
+    with OAuthServer() as server:
+        requests.post(server.mcp_url, json=PING, auth=make(client_metadata_url="https://client.example/m.json"), timeout=10)
+        assert len(server.registrations) == 1
+        assert server.registrations[0]["application_type"] == "native"
+
+
+@pytest.mark.parametrize("bad", ["http://client.example/m.json", "https://client.example", "https://client.example/#x", "m.json"])
+def test_client_metadata_url_must_be_https_with_a_path(bad: str) -> None:
+    with pytest.raises(ValueError, match="client_metadata_url"):
+        mcpcall.OAuth(client_metadata_url=bad)
+
+
+@pytest.mark.parametrize(("as_scopes", "expected"), [
+    (["mcp:read", "offline_access"], "mcp:read offline_access"),
+    (["mcp:read"], "mcp:read"),
+    (None, "mcp:read"),
+])
+def test_offline_access_only_when_the_authorization_server_lists_it(as_scopes: list[str] | None, expected: str) -> None:
+    with OAuthServer(scopes_supported=["mcp:read"], as_scopes=as_scopes) as server:
+        requests.post(server.mcp_url, json=PING, auth=make(), timeout=10)
+        assert server.authorize_requests[0]["scope"] == expected
+
+
+def test_offline_access_can_be_turned_off() -> None:
+    with OAuthServer(scopes_supported=["mcp:read"], as_scopes=["mcp:read", "offline_access"]) as server:
+        requests.post(server.mcp_url, json=PING, auth=make(offline_access=False), timeout=10)
+        assert server.authorize_requests[0]["scope"] == "mcp:read"
+
+
+def test_login_authorizes_ahead_and_then_requests_need_no_401() -> None:
+    with OAuthServer(challenge_scope="mcp:read") as server:
+        auth = make()
+        token = auth.login(server.mcp_url)
+        assert token is not None and token.resource == server.mcp_url
+        assert server.authorize_requests[0]["scope"] == "mcp:read"  # the probe's challenge was used
+        assert auth.login(server.mcp_url) is token  # already logged in: nothing sent
+        assert len(server.authorize_requests) == 1
+        unauthorized = server.unauthorized
+        assert requests.post(server.mcp_url, json=PING, auth=auth, timeout=10).history == []
+        assert server.unauthorized == unauthorized
+        assert auth.login(server.mcp_url, force=True) is not token
+        assert len(server.authorize_requests) == 2
+
+
+def test_login_to_an_open_server_returns_none() -> None:
+    with OAuthServer() as server:
+        auth = make()
+        http = requests.Session()
+        try:
+            # an open endpoint: the demo answer of a plain HTTP server that is not protected
+            server.reject_tokens = False
+            assert auth.login(server.base + "/.well-known/oauth-authorization-server") is None
+        finally:
+            http.close()
+
+
+@pytest.mark.parametrize("nonce", [False, True])
+def test_dpop_bound_tokens_with_a_proof_on_every_request(nonce: bool) -> None:
+    pytest.importorskip("jwt")
+    with OAuthServer(dpop=True, dpop_nonce=nonce) as server:
+        auth = make(dpop=True)
+        with mcpcall.connect(server.mcp_url, auth=auth, protocol="2025-11-25", timeout=10) as client:
+            client.list_tools()
+            assert client.call_tool("echo", {"text": "bound"}).text == "bound"
+        token = auth.token_for(server.mcp_url)
+        assert token is not None and token.token_type == "DPoP"
+        assert server.proof_errors == []
+        assert len(server.jtis) >= 4  # the token request and each MCP request, each with its own jti
+        assert len(server.authorize_requests) == 1
+
+
+def test_without_dpop_the_same_server_gives_bearer_tokens() -> None:
+    with OAuthServer(dpop=False) as server:
+        auth = make(dpop=True)  # the server does not advertise DPoP: plain bearer tokens
+        assert requests.post(server.mcp_url, json=PING, auth=auth, timeout=10).status_code == 200
+        token = auth.token_for(server.mcp_url)
+        assert token is not None and token.token_type == "Bearer"
+
+
+class _Trickle:
+    """A server on 127.0.0.1 whose every answer is a 401, then metadata sent slowly or too big."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/mcp"
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                try:
+                    request = conn.recv(65536).decode("latin-1")
+                    if request.startswith("POST"):
+                        conn.sendall(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n"
+                                     b"WWW-Authenticate: Bearer\r\n\r\n")
+                    elif self.mode == "big":
+                        body = b"{" + b" " * (3 << 20) + b"}"
+                        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                                     + str(len(body)).encode() + b"\r\n\r\n" + body)
+                    else:
+                        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+                        while not self.stop.wait(0.1):
+                            conn.sendall(b" ")
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        self.sock.close()
+
+
+@pytest.mark.parametrize(("mode", "message"), [("slow", "did not finish answering within 1 s"), ("big", "more than")])
+def test_a_metadata_server_cannot_hold_or_flood_the_flow(mode: str, message: str) -> None:
+    server = _Trickle(mode)
+    try:
+        with pytest.raises(AuthError, match=message):
+            requests.post(server.url, json=PING, auth=make(timeout=1.0), timeout=10)
+    finally:
+        server.close()
+
+
+
+class _KeyOnly:
+    """A server that wants an API key: 401 to every POST, no OAuth metadata anywhere."""
+
+    def __enter__(self) -> str:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _answer(self, status: int) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(status)
+                if status == 401:
+                    self.send_header("WWW-Authenticate", 'Bearer realm="api"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def do_POST(self) -> None:
+                self._answer(401)
+
+            def do_GET(self) -> None:
+                self._answer(404)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/mcp"
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(5)
+
+
+def test_a_401_without_oauth_behind_it_is_passed_on() -> None:
+    with _KeyOnly() as url:
+        response = requests.post(url, json=PING, auth=make(interactive=False), timeout=10)
+        assert response.status_code == 401  # not an AuthError about metadata: the server's own answer
+        with pytest.raises(mcpcall.HTTPError, match="401"):
+            mcpcall.connect(url, auth=make(interactive=False), protocol="2025-11-25", timeout=10)
