@@ -272,3 +272,22 @@ def test_a_401_without_oauth_behind_it_is_passed_on() -> None:
         assert response.status_code == 401  # not an AuthError about metadata: the server's own answer
         with pytest.raises(mcpcall.HTTPError, match="401"):
             mcpcall.connect(url, auth=make(interactive=False), protocol="2025-11-25", timeout=10)
+
+
+def test_a_later_run_refreshes_with_the_client_an_earlier_run_registered(tmp_path: Any) -> None:
+    path = tmp_path / "tokens.json"
+    with OAuthServer(expires_in=1) as server:
+        first = make(token_store=mcpcall.FileTokenStore(path))
+        assert requests.post(server.mcp_url, json=PING, auth=first, timeout=10).status_code == 200
+        first.close()
+        assert oct(path.stat().st_mode & 0o777) == "0o600"
+        import time
+
+        time.sleep(1.2)  # the access token has expired; its refresh token has not
+        # a new process: no browser at all, the same file
+        later = make(token_store=mcpcall.FileTokenStore(path), redirect_handler=None, redirect_uri=None, interactive=False)
+        assert requests.post(server.mcp_url, json=PING, auth=later, timeout=10).status_code == 200
+        assert len(server.registrations) == 1 and len(server.authorize_requests) == 1
+        assert server.refresh_count == 1
+        text = path.read_text()
+        assert '"clients"' in text  # the registration is kept with the tokens (the file is owner-only)

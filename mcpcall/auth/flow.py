@@ -87,6 +87,7 @@ class Client:
     client_id: str
     client_secret: str | None = field(default=None, compare=False)
     auth_method: str = "none"
+    redirect_uri: str | None = field(default=None, compare=False)  # the one it was registered with, if known
 
     def __repr__(self) -> str:
         return f"Client({self.client_id!r}, {self.auth_method})"
@@ -291,7 +292,7 @@ def register_client(
         method = "none"
     elif method not in ("client_secret_basic", "client_secret_post"):
         method = choose_auth_method(secret, server.token_endpoint_auth_methods_supported)
-    return Client(client_id, secret, str(method))
+    return Client(client_id, secret, str(method), redirect_uri=redirect_uri)
 
 
 # -- front channel -------------------------------------------------------------------------------

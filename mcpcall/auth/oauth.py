@@ -30,7 +30,7 @@ import logging
 import math
 import threading
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, overload
 from urllib.parse import urlsplit
 
 import requests
@@ -415,23 +415,18 @@ class OAuth(requests.auth.AuthBase):
         server = fetch_authorization_server(self._session, issuer, timeout=self.timeout)
         stored = None if anew else self._store.get(server.issuer, resource)
         if step_up is None and stored is not None and stored.access_token != sent and not stored.expires_within(0):
-            with self._lock:
-                client = self._clients.get(server.issuer)
-            if self.client_id:
-                client = self._client(server)
+            client = self._client(server, browser=False)
             with self._lock:
                 self._contexts[resource] = _Context(server, client, stored.scope, metadata.resource)
             return stored  # a token kept from an earlier run
-        client = self._client(server)
         scope = step_up if step_up is not None else self._scope(challenge, metadata, server)
-        with self._lock:
-            self._contexts[resource] = _Context(server, client, scope, metadata.resource)
-        if step_up is None and stored is not None and stored.refresh_token:
+        refresher = self._client(server, browser=False)
+        if step_up is None and stored is not None and stored.refresh_token and refresher is not None:
             try:
                 token = refresh_token(
                     self._session,
                     server,
-                    client,
+                    refresher,
                     stored,
                     timeout=self.timeout,
                     resource=metadata.resource,
@@ -441,7 +436,12 @@ class OAuth(requests.auth.AuthBase):
                 log.info("%s; authorizing again", str(exc))
             else:
                 self._store.put(token)
+                with self._lock:
+                    self._contexts[resource] = _Context(server, refresher, stored.scope or scope, metadata.resource)
                 return token
+        client = self._client(server)
+        with self._lock:
+            self._contexts[resource] = _Context(server, client, scope, metadata.resource)
         token = self._authorization_code(server, client, resource, metadata.resource, scope)
         self._store.put(token)
         log.info("authorized at %s for %s", redact_url(server.issuer), redact_url(resource))
@@ -454,18 +454,30 @@ class OAuth(requests.auth.AuthBase):
             scope = _union(scope, ("offline_access",))
         return scope
 
-    def _client(self, server: AuthorizationServer) -> Client:
-        """Our client at ``server``: pre-registered, else a metadata document URL, else registered dynamically (cached)."""
+    @overload
+    def _client(self, server: AuthorizationServer) -> Client: ...
+
+    @overload
+    def _client(self, server: AuthorizationServer, *, browser: bool) -> Client | None: ...
+
+    def _client(self, server: AuthorizationServer, *, browser: bool = True) -> Client | None:
+        """Our client at ``server``: pre-registered, else a metadata document URL, else registered dynamically.
+
+        A registration is kept (in memory, and in a token store that keeps clients) for the
+        redirect URI it was made with. ``browser=False``: only a client already known (for a
+        refresh), or ``None``; never a new registration.
+        """
         if self.client_id:
             method = choose_auth_method(self._client_secret, server.token_endpoint_auth_methods_supported)
             return Client(self.client_id, self._client_secret, method)
         if self.client_metadata_url and server.client_id_metadata_document_supported:
             return Client(self.client_metadata_url, None, "none")
-        with self._lock:
-            client = self._clients.get(server.issuer)
-        if client is not None:
+        client = self._remembered_client(server.issuer)
+        if not browser:
             return client
         _, redirect_uri = self._browser(server)
+        if client is not None and client.redirect_uri in (None, redirect_uri):
+            return client
         client = register_client(
             self._session,
             server,
@@ -476,6 +488,33 @@ class OAuth(requests.auth.AuthBase):
         )
         with self._lock:
             self._clients[server.issuer] = client
+        put_client = getattr(self._store, "put_client", None)
+        if callable(put_client):  # a later run needs this client to refresh the tokens issued to it
+            entry = {"client_id": client.client_id, "auth_method": client.auth_method, "redirect_uri": redirect_uri}
+            if client.client_secret:
+                entry["client_secret"] = client.client_secret
+            put_client(server.issuer, entry)
+        return client
+
+    def _remembered_client(self, issuer: str) -> Client | None:
+        """The client registered at ``issuer`` by this object, else by an earlier run (from the token store)."""
+        with self._lock:
+            client = self._clients.get(issuer)
+        if client is not None:
+            return client
+        get_client = getattr(self._store, "get_client", None)
+        entry = get_client(issuer) if callable(get_client) else None
+        if not isinstance(entry, dict) or not isinstance(entry.get("client_id"), str):
+            return None
+        method = entry.get("auth_method")
+        client = Client(
+            entry["client_id"],
+            entry.get("client_secret") or None,
+            method if method in ("client_secret_basic", "client_secret_post") else "none",
+            redirect_uri=entry.get("redirect_uri") or None,
+        )
+        with self._lock:
+            self._clients.setdefault(issuer, client)
         return client
 
     def _browser(self, server: AuthorizationServer) -> tuple[RedirectHandler, str]:

@@ -325,6 +325,24 @@ class FileTokenStore:
             if tokens.pop((issuer, resource), None) is not None:
                 self._write(tokens)
 
+    # A dynamically registered client is kept beside its tokens: a later run needs it to
+    # refresh them (a refresh token is bound to the client it was issued to).
+
+    def get_client(self, issuer: str) -> dict[str, Any] | None:
+        """The client registered at ``issuer`` by an earlier run (``client_id``, ``client_secret``, …), or ``None``."""
+        with self._locked(shared=True):
+            client = self._read_clients().get(issuer)
+        return dict(client) if client is not None else None
+
+    def put_client(self, issuer: str, client: Mapping[str, Any]) -> None:
+        """Keep the registration of a client at ``issuer`` (string values only)."""
+        entry = {k: v for k, v in client.items() if isinstance(k, str) and isinstance(v, str)}
+        with self._locked(shared=False):
+            tokens = self._read()
+            clients = self._read_clients()
+            clients[issuer] = entry
+            self._write(tokens, clients)
+
     @contextmanager
     def _locked(self, *, shared: bool) -> Iterator[None]:
         with self._lock:
@@ -368,6 +386,27 @@ class FileTokenStore:
             log.warning("token store %s: ignored %d malformed entr(y/ies)", self.path, skipped)
         return tokens
 
+    def _read_clients(self) -> dict[str, dict[str, str]]:
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(self.path, flags)
+        except FileNotFoundError:
+            return {}
+        with os.fdopen(fd, "rb") as f:
+            self._check_safe(os.fstat(f.fileno()))
+            data = f.read()
+        try:
+            entries = json.loads(data.decode("utf-8")).get("clients") or {}
+        except (ValueError, AttributeError):
+            return {}
+        if not isinstance(entries, dict):
+            return {}
+        return {
+            issuer: {k: v for k, v in entry.items() if isinstance(v, str)}
+            for issuer, entry in entries.items()
+            if isinstance(issuer, str) and isinstance(entry, dict) and isinstance(entry.get("client_id"), str)
+        }
+
     def _check_safe(self, st: os.stat_result) -> None:
         if not stat.S_ISREG(st.st_mode):
             raise InsecureTokenFile(f"token store {self.path!r} is not a regular file")
@@ -377,9 +416,13 @@ class FileTokenStore:
                 f"revoke its tokens if others may have read them, then chmod 600 it or delete it"
             )
 
-    def _write(self, tokens: Mapping[tuple[str, str], Token]) -> None:
+    def _write(self, tokens: Mapping[tuple[str, str], Token], clients: Mapping[str, Mapping[str, str]] | None = None) -> None:
         directory = os.path.dirname(os.path.abspath(self.path))
-        document = {"version": 1, "tokens": [token.to_json() for token in tokens.values()]}
+        if clients is None:
+            clients = self._read_clients()
+        document: dict[str, Any] = {"version": 1, "tokens": [token.to_json() for token in tokens.values()]}
+        if clients:
+            document["clients"] = {issuer: dict(entry) for issuer, entry in clients.items()}
         payload = json.dumps(document, indent=1, sort_keys=True).encode("utf-8")
         # mkstemp creates the file with O_EXCL and mode 0600.
         fd, tmp = tempfile.mkstemp(prefix=".tokens-", suffix=".tmp", dir=directory)
