@@ -19,6 +19,10 @@ $(VENV)/.test: $(VENV)/.base
 	$(PIP) install -e '.[test]'
 	touch $@
 
+$(VENV)/.auth: $(VENV)/.base
+	$(PIP) install -e '.[auth]'
+	touch $@
+
 $(VENV)/.dev: $(VENV)/.base
 	$(PIP) install -e '.[dev]'
 	touch $@
@@ -69,6 +73,6 @@ bench: $(VENV)/.test
 clean:
 	rm -rf $(VENV) $(PEERS) $(MCP1_VENV) build dist *.egg-info
 
-## conformance: the official MCP conformance suite (non-auth client scenarios, both revisions)
-conformance: $(VENV)/.base
+## conformance: the official MCP conformance suite (every client scenario of both revisions, auth and extensions included)
+conformance: $(VENV)/.auth
 	$(PY) tests/conformance/run.py
