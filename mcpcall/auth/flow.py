@@ -88,6 +88,7 @@ class Client:
     client_secret: str | None = field(default=None, compare=False)
     auth_method: str = "none"
     redirect_uri: str | None = field(default=None, compare=False)  # the one it was registered with, if known
+    scope: tuple[str, ...] | None = field(default=None, compare=False)  # the scopes it was registered for, if any
 
     def __repr__(self) -> str:
         return f"Client({self.client_id!r}, {self.auth_method})"
@@ -255,6 +256,7 @@ def register_client(
     redirect_uri: str,
     timeout: float,
     application_type: str = "native",
+    scope: Sequence[str] = (),
 ) -> Client:
     """Register a public client by RFC 7591 Dynamic Client Registration at the server's ``registration_endpoint``.
 
@@ -275,6 +277,8 @@ def register_client(
         "token_endpoint_auth_method": "none",
         "application_type": application_type,
     }
+    if scope:  # some servers register a client for these scopes only, and refuse any other at authorize
+        metadata["scope"] = " ".join(scope)
     step = "client registration"
     response = _call(session, "POST", endpoint, step=step, timeout=timeout, json=metadata, headers={"Accept": "application/json"})
     with response:
@@ -292,7 +296,7 @@ def register_client(
         method = "none"
     elif method not in ("client_secret_basic", "client_secret_post"):
         method = choose_auth_method(secret, server.token_endpoint_auth_methods_supported)
-    return Client(client_id, secret, str(method), redirect_uri=redirect_uri)
+    return Client(client_id, secret, str(method), redirect_uri=redirect_uri, scope=tuple(scope) or None)
 
 
 # -- front channel -------------------------------------------------------------------------------

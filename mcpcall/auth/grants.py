@@ -384,13 +384,13 @@ class _GrantAuth(requests.auth.AuthBase):
         if context is None:
             return None
         token = self._store.get(context.server.issuer, resource)
-        if token is None or not token.expires_within(RENEW_MARGIN):
+        if token is None or not token.expires_within(token.refresh_margin(RENEW_MARGIN)):
             return token
         old = token
 
         def renew() -> Token:
             current = self._store.get(context.server.issuer, resource)
-            if current is not None and current.access_token != old.access_token and not current.expires_within(RENEW_MARGIN):
+            if current is not None and current.access_token != old.access_token and not current.expires_within(current.refresh_margin(RENEW_MARGIN)):
                 return current  # another thread (or process) renewed it
             new = self._fetch(context.server, resource, context.scope)
             self._store.put(new)
@@ -428,7 +428,7 @@ class _GrantAuth(requests.auth.AuthBase):
         with self._lock:
             self._contexts[resource] = context
         stored = self._store.get(server.issuer, resource)
-        if stored is not None and stored.access_token != sent and not stored.expires_within(RENEW_MARGIN):
+        if stored is not None and stored.access_token != sent and not stored.expires_within(stored.refresh_margin(RENEW_MARGIN)):
             return stored  # kept from an earlier run
         token = self._fetch(server, resource, context.scope)
         self._store.put(token)

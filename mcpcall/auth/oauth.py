@@ -67,7 +67,7 @@ log = logging.getLogger("mcpcall.auth.oauth")
 #: ``redirect_handler(authorize_url) -> the URL the browser was redirected to`` (carrying code and state).
 RedirectHandler = Callable[[str], str]
 
-#: Refresh this many seconds before a token's expiry.
+#: Refresh this many seconds before a token's expiry (at most a quarter of its lifetime).
 REFRESH_MARGIN = 30.0
 #: The longest a thread waits for another thread's interactive flow (a person may be typing a password).
 FLOW_WAIT = 300.0
@@ -92,6 +92,22 @@ def _sent_token(request: requests.PreparedRequest) -> str | None:
     if isinstance(value, str) and value.startswith(("Bearer ", "DPoP ")):
         return value.split(" ", 1)[1]
     return None
+
+
+#: The most of a 401/403 body kept (for the error message when it is passed on); the rest is dropped.
+MAX_CHALLENGE_BODY = 64 * 1024
+
+
+def _drain(response: requests.Response) -> None:
+    """Read at most :data:`MAX_CHALLENGE_BODY` of ``response`` into ``.content`` and release its connection."""
+    if not getattr(response, "_content_consumed", True):
+        try:
+            data = response.raw.read(MAX_CHALLENGE_BODY + 1, decode_content=True) or b""
+        except Exception:  # noqa: BLE001 - a broken body: keep nothing
+            data = b""
+        response._content = data[:MAX_CHALLENGE_BODY]
+        setattr(response, "_content_consumed", True)  # noqa: B010 - what requests sets once it has read a body
+    response.close()
 
 
 def _union(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
@@ -134,6 +150,9 @@ class OAuth(requests.auth.AuthBase):
     ``dpop=True`` binds tokens to a key of this object's (RFC 9449, needs ``mcpcall[auth]``)
     where the authorization server advertises DPoP: every token request and every MCP
     request then carries a fresh proof, and server nonces are remembered and retried with.
+    ``fallback_endpoints=True`` serves servers of the 2025-03-26 revision that publish no
+    OAuth metadata at all: their origin's ``/authorize``, ``/token`` and ``/register`` are
+    used (off by default: any 401 without metadata would otherwise start a browser flow).
     """
 
     def __init__(
@@ -152,6 +171,7 @@ class OAuth(requests.auth.AuthBase):
         session: requests.Session | None = None,
         timeout: float = 30.0,
         dpop: bool = False,
+        fallback_endpoints: bool = False,
     ) -> None:
         if client_secret is not None and not client_id:
             raise ValueError("client_secret needs a client_id")
@@ -177,6 +197,7 @@ class OAuth(requests.auth.AuthBase):
         self._clients: dict[str, Client] = {}  # issuer -> registered client
         self._gate = RefreshGate()
         self.dpop = bool(dpop)
+        self.fallback_endpoints = bool(fallback_endpoints)
         self._prover: DPoPProver | None = None
 
     def __repr__(self) -> str:
@@ -267,8 +288,7 @@ class OAuth(requests.auth.AuthBase):
             if set(scopes) <= set(asked):
                 log.info("%s still says insufficient_scope for scopes already granted; not asking again", redact_url(resource))
                 return r
-        r.content  # noqa: B018 - read and release the 401 first, so a failed flow leaves no connection behind
-        r.close()
+        _drain(r)  # read and release the 401 first, so a failed flow leaves no connection behind
         try:
             token = self._run_flow(resource, str(request.url), challenge, sent, scopes)
         except NoResourceMetadata as exc:
@@ -305,8 +325,7 @@ class OAuth(requests.auth.AuthBase):
             self._present(again, token)
             setattr(again, "_mcpcall_resent", True)  # noqa: B010 - per request
             previous = response
-            previous.content  # noqa: B018 - release the connection before sending again
-            previous.close()
+            _drain(previous)  # release the connection before sending again
             response = r.connection.send(again, **kwargs)
             response.history.extend([*previous.history, previous])
             response.request = again
@@ -349,7 +368,7 @@ class OAuth(requests.auth.AuthBase):
         token = self._store.get(context.server.issuer, resource)
         if token is not None and token.token_type == "DPoP" and self._prover is None:
             return None  # bound to a key this object does not hold (another process's)
-        if context.client is not None and token is not None and token.refresh_token and token.expires_within(REFRESH_MARGIN):
+        if context.client is not None and token is not None and token.refresh_token and token.expires_within(token.refresh_margin(REFRESH_MARGIN)):
             token = self._refresh_shared(context, token)
         return token
 
@@ -409,10 +428,7 @@ class OAuth(requests.auth.AuthBase):
             fresh = stored is not None and stored.access_token != sent and not stored.expires_within(0)
             if fresh and stored is not None and (step_up is None or set(step_up) <= set(context.scopes)):
                 return stored  # another thread got one while this request was on its way
-        hint = challenge.resource_metadata if challenge is not None else None
-        metadata = fetch_protected_resource(self._session, server_url, hint, timeout=self.timeout)
-        issuer = metadata.authorization_servers[0]
-        server = fetch_authorization_server(self._session, issuer, timeout=self.timeout)
+        metadata, server = self._discover(server_url, challenge.resource_metadata if challenge is not None else None)
         stored = None if anew else self._store.get(server.issuer, resource)
         if step_up is None and stored is not None and stored.access_token != sent and not stored.expires_within(0):
             client = self._client(server, browser=False)
@@ -439,13 +455,57 @@ class OAuth(requests.auth.AuthBase):
                 with self._lock:
                     self._contexts[resource] = _Context(server, refresher, stored.scope or scope, metadata.resource)
                 return token
-        client = self._client(server)
+        client = self._client(server, scope=scope)
         with self._lock:
             self._contexts[resource] = _Context(server, client, scope, metadata.resource)
         token = self._authorization_code(server, client, resource, metadata.resource, scope)
         self._store.put(token)
         log.info("authorized at %s for %s", redact_url(server.issuer), redact_url(resource))
         return token
+
+    def _discover(self, server_url: str, hint: str | None) -> tuple[ProtectedResource, AuthorizationServer]:
+        """The resource's metadata and its authorization server's.
+
+        Servers of the 2025-03-26 revision publish no resource metadata: their origin is
+        the authorization server, found by its own metadata, else (only with
+        ``fallback_endpoints=True``) at ``/authorize``, ``/token`` and ``/register``.
+        Otherwise :class:`NoResourceMetadata` stands, and the 401 is passed on.
+        """
+        try:
+            metadata = fetch_protected_resource(self._session, server_url, hint, timeout=self.timeout)
+        except NoResourceMetadata:
+            if hint:
+                raise
+        else:
+            return metadata, fetch_authorization_server(self._session, metadata.authorization_servers[0], timeout=self.timeout)
+        parts = urlsplit(server_url)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        legacy = ProtectedResource(resource=canonical_resource(server_url), authorization_servers=(origin,))
+        try:
+            try:
+                server = fetch_authorization_server(self._session, origin, timeout=self.timeout)
+            except AuthError as exc:
+                if "names issuer" not in str(exc):
+                    raise
+                # the issuer may be spelt with the empty path's "/" (as some servers' URL types print it)
+                server = fetch_authorization_server(self._session, origin + "/", timeout=self.timeout)
+        except AuthError:
+            if not self.fallback_endpoints:
+                raise NoResourceMetadata(
+                    f"protected resource metadata discovery: {redact_url(server_url)} publishes none, "
+                    f"and {redact_url(origin)} has no authorization server metadata"
+                ) from None
+            log.info("%s publishes no OAuth metadata; trying the 2025-03-26 default endpoints", redact_url(server_url))
+            server = AuthorizationServer(
+                issuer=origin,
+                authorization_endpoint=origin + "/authorize",
+                token_endpoint=origin + "/token",
+                registration_endpoint=origin + "/register",
+                code_challenge_methods_supported=("S256",),
+            )
+        else:
+            log.info("%s publishes no resource metadata; its origin is the authorization server", redact_url(server_url))
+        return legacy, server
 
     def _scope(self, challenge: Challenge | None, metadata: ProtectedResource, server: AuthorizationServer) -> tuple[str, ...]:
         """The scopes to ask for: the challenge's, else the resource's ``scopes_supported``, else ours; plus offline_access."""
@@ -455,12 +515,12 @@ class OAuth(requests.auth.AuthBase):
         return scope
 
     @overload
-    def _client(self, server: AuthorizationServer) -> Client: ...
+    def _client(self, server: AuthorizationServer, *, scope: tuple[str, ...] = ()) -> Client: ...
 
     @overload
-    def _client(self, server: AuthorizationServer, *, browser: bool) -> Client | None: ...
+    def _client(self, server: AuthorizationServer, *, browser: bool, scope: tuple[str, ...] = ()) -> Client | None: ...
 
-    def _client(self, server: AuthorizationServer, *, browser: bool = True) -> Client | None:
+    def _client(self, server: AuthorizationServer, *, browser: bool = True, scope: tuple[str, ...] = ()) -> Client | None:
         """Our client at ``server``: pre-registered, else a metadata document URL, else registered dynamically.
 
         A registration is kept (in memory, and in a token store that keeps clients) for the
@@ -476,7 +536,8 @@ class OAuth(requests.auth.AuthBase):
         if not browser:
             return client
         _, redirect_uri = self._browser(server)
-        if client is not None and client.redirect_uri in (None, redirect_uri):
+        covered = client is not None and (client.scope is None or set(scope) <= set(client.scope))
+        if client is not None and covered and client.redirect_uri in (None, redirect_uri):
             return client
         client = register_client(
             self._session,
@@ -485,12 +546,15 @@ class OAuth(requests.auth.AuthBase):
             redirect_uri=redirect_uri,
             application_type=_loopback_or_native(redirect_uri),
             timeout=self.timeout,
+            scope=scope,
         )
         with self._lock:
             self._clients[server.issuer] = client
         put_client = getattr(self._store, "put_client", None)
         if callable(put_client):  # a later run needs this client to refresh the tokens issued to it
             entry = {"client_id": client.client_id, "auth_method": client.auth_method, "redirect_uri": redirect_uri}
+            if client.scope:
+                entry["scope"] = " ".join(client.scope)
             if client.client_secret:
                 entry["client_secret"] = client.client_secret
             put_client(server.issuer, entry)
@@ -512,6 +576,7 @@ class OAuth(requests.auth.AuthBase):
             entry.get("client_secret") or None,
             method if method in ("client_secret_basic", "client_secret_post") else "none",
             redirect_uri=entry.get("redirect_uri") or None,
+            scope=tuple(entry["scope"].split()) if entry.get("scope") else None,
         )
         with self._lock:
             self._clients.setdefault(issuer, client)

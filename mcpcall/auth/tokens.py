@@ -90,6 +90,7 @@ class Token:
     refresh_token: str | None = None
     scope: tuple[str, ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    lifetime: float | None = field(default=None, compare=False)  # expires_in as granted, when known
 
     @classmethod
     def from_response(
@@ -121,15 +122,18 @@ class Token:
         refresh_token = body.get("refresh_token")
         if refresh_token is not None and (not isinstance(refresh_token, str) or not refresh_token):
             raise TokenResponseError("the token response's refresh_token is not a non-empty string")
+        issued = time.time() if now is None else now
+        expires_at = _expires_at(body.get("expires_in"), issued)
         return cls(
             access_token=access_token,
             token_type=token_type,
             issuer=issuer,
             resource=resource,
-            expires_at=_expires_at(body.get("expires_in"), now),
+            expires_at=expires_at,
             refresh_token=refresh_token,
             scope=_scope(body.get("scope")),
             raw=dict(body),
+            lifetime=None if expires_at is None else expires_at - issued,
         )
 
     def with_refreshed(self, body: Mapping[str, Any], *, now: float | None = None) -> Token:
@@ -153,6 +157,15 @@ class Token:
         current = time.time() if now is None else now
         return self.expires_at - current <= seconds
 
+    def refresh_margin(self, margin: float) -> float:
+        """How long before expiry to refresh: ``margin``, but at most a quarter of the token's lifetime.
+
+        A token that lives 20 s would otherwise be "about to expire" from the moment it is issued.
+        """
+        if self.lifetime is None:
+            return margin
+        return min(margin, self.lifetime / 4)
+
     def __repr__(self) -> str:
         if self.expires_at is None:
             expiry = "no expiry given"
@@ -175,6 +188,7 @@ class Token:
             "expires_at": self.expires_at,
             "refresh_token": self.refresh_token,
             "scope": list(self.scope),
+            "lifetime": self.lifetime,
         }
 
     @classmethod
@@ -183,6 +197,9 @@ class Token:
         expires_at = data.get("expires_at")
         scope = data.get("scope", [])
         refresh = data.get("refresh_token")
+        lifetime = data.get("lifetime")
+        if not (isinstance(lifetime, (int, float)) and not isinstance(lifetime, bool) and math.isfinite(lifetime)):
+            lifetime = None
         ok = (
             all(isinstance(data.get(k), str) for k in ("issuer", "resource", "access_token"))
             and data.get("token_type") in _TOKEN_TYPES.values()
@@ -201,6 +218,7 @@ class Token:
             expires_at=None if expires_at is None else float(expires_at),
             refresh_token=refresh,
             scope=tuple(scope),
+            lifetime=None if lifetime is None else float(lifetime),
         )
 
 

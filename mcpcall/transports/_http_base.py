@@ -68,6 +68,9 @@ class Job:
 
 def body_chunks(response: Any) -> Iterator[bytes]:
     """The body as it arrives (not waiting to fill a fixed-size buffer)."""
+    if getattr(response, "_content_consumed", False) and isinstance(getattr(response, "_content", None), bytes):
+        yield response._content  # already read (an auth hook looked at it first)
+        return
     raw = response.raw
     read1 = getattr(raw, "read1", None)
     if read1 is None:  # pragma: no cover - urllib3 < 2

@@ -160,6 +160,7 @@ def auth_for(scenario: str, context: dict[str, Any], url: str) -> Any:
         redirect_uri="http://localhost:3000/callback",
         redirect_handler=follow_redirect,
         dpop=True,  # used only where the authorization server advertises DPoP
+        fallback_endpoints=scenario == "auth/2025-03-26-oauth-endpoint-fallback",
         timeout=30,
     )
 

@@ -74,7 +74,8 @@ AUTH_EXTENSIONS = [
     "auth/wif-jwt-bearer",
 ]
 
-# Every client scenario each revision lists (``conformance list --client --requirements REV``).
+# Every client scenario each revision lists (``conformance list --client --requirements REV``),
+# and the pair for servers of the 2025-03-26 revision (in no requirement set: run at that wire).
 SCENARIOS = {
     "2026-07-28": [
         "tools_call",
@@ -97,6 +98,10 @@ SCENARIOS = {
         "json-schema-2020-12-preservation",
         *AUTH_CORE,
         *AUTH_EXTENSIONS,
+    ],
+    "2025-03-26": [
+        "auth/2025-03-26-oauth-metadata-backcompat",
+        "auth/2025-03-26-oauth-endpoint-fallback",
     ],
 }
 
