@@ -7,6 +7,7 @@ import gc
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from mcpcall.auth.discovery import AuthError
 from mcpcall.auth.flow import TokenEndpointError
 from mcpcall.auth.grants import ClientCredentials, EnterpriseAuth, JWTBearer, _GrantAuth
 from mcpcall.auth.jose import SigningKey
-from mcpcall.auth.tokens import FileTokenStore
+from mcpcall.auth.tokens import FileTokenStore, MemoryTokenStore
 from tests.servers.grant_server import JWT_BEARER, TOKEN_EXCHANGE, GrantServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -182,18 +183,28 @@ def test_eight_threads_one_token_request() -> None:
         assert 1 <= srv.unauthorized <= 8 and srv.mcp_ok == 8  # each 401 was re-sent once, with the one token
 
 
+def _about_to_expire(store: MemoryTokenStore) -> None:
+    """Move every stored token's expiry to 1 s from now (its lifetime, and the server's clock, unchanged)."""
+    for token in list(store._tokens.values()):
+        store.put(replace(token, expires_at=time.time() + 1))
+
+
 def test_token_renewed_before_expiry_without_a_401() -> None:
-    with GrantServer(secrets_={"svc": SECRET}, expires_in=10) as srv:  # within the 30 s renewal margin
-        auth = made(ClientCredentials("svc", SECRET, timeout=5))
+    with GrantServer(secrets_={"svc": SECRET}, expires_in=60) as srv:
+        store = MemoryTokenStore()
+        auth = made(ClientCredentials("svc", SECRET, token_store=store, timeout=5))
         assert post(srv, auth).status_code == 200
+        _about_to_expire(store)  # within a quarter of its 60 s life
         assert post(srv, auth).status_code == 200
         assert srv.unauthorized == 1 and len(srv.token_requests) == 2
 
 
 def test_renewal_failure_keeps_a_still_valid_token() -> None:
-    with GrantServer(secrets_={"svc": SECRET}, expires_in=10) as srv:
-        auth = made(ClientCredentials("svc", SECRET, timeout=5))
+    with GrantServer(secrets_={"svc": SECRET}, expires_in=60) as srv:
+        store = MemoryTokenStore()
+        auth = made(ClientCredentials("svc", SECRET, token_store=store, timeout=5))
         assert post(srv, auth).status_code == 200
+        _about_to_expire(store)
         srv.token_reply = (503, {"error": "temporarily_unavailable"}, {})
         assert post(srv, auth).status_code == 200  # the old token still works
         assert len(srv.token_requests) == 2
@@ -343,14 +354,16 @@ def test_jwt_bearer_with_a_fixed_assertion() -> None:
 def test_jwt_bearer_calls_the_provider_once_per_token_request() -> None:
     idp = SigningKey.generate()
     calls: list[float] = []
-    with GrantServer(assertion_key=idp.public_key(), expires_in=10) as srv:
+    with GrantServer(assertion_key=idp.public_key(), expires_in=60) as srv:
 
         def fresh() -> str:
             calls.append(time.time())
             return workload_jwt(idp, srv.base)
 
-        auth = made(JWTBearer(fresh, timeout=5))
+        store = MemoryTokenStore()
+        auth = made(JWTBearer(fresh, token_store=store, timeout=5))
         assert post(srv, auth).status_code == 200
+        _about_to_expire(store)
         assert post(srv, auth).status_code == 200  # renewed (expires within the margin): a new assertion
         assert len(calls) == 2 == len(srv.token_requests)
         assert srv.token_requests[0]["form"]["assertion"] != srv.token_requests[1]["form"]["assertion"]

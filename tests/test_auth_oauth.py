@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -158,9 +159,12 @@ def test_second_401_after_fresh_token_is_returned() -> None:
 
 
 def test_refresh_before_expiry_once_for_eight_threads() -> None:
-    with OAuthServer(expires_in=10, refresh_delay=0.2) as srv:
-        auth = make()
-        assert post(srv, auth).status_code == 200  # authorized; the token expires within 30 s
+    with OAuthServer(expires_in=60, refresh_delay=0.2) as srv:
+        store = MemoryTokenStore()
+        auth = make(token_store=store)
+        assert post(srv, auth).status_code == 200  # authorized
+        for token in list(store._tokens.values()):  # now within a quarter of its 60 s life of expiring
+            store.put(replace(token, expires_at=time.time() + 1))
         barrier = threading.Barrier(8)
         results: list[int] = []
 
