@@ -197,6 +197,13 @@ class Client:
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    def _sign_in_first(self) -> None:
+        """An auth object that would need a person (``OAuth``) signs in here: on the caller's thread, before the deadline."""
+        auth: Any = getattr(self.transport, "auth", None)
+        url = getattr(self.transport, "url", None)
+        if auth is not None and getattr(auth, "sign_in_first", False) is True and isinstance(url, str):
+            auth.login(url)
+
     def connect(self, timeout: float | None = None) -> Client:
         """Start the transport and agree on a protocol era and version, within ``timeout`` in all
         (default: the client's ``timeout``, which stays the default of every later request)."""
@@ -207,6 +214,7 @@ class Client:
         if not self._connection.open():
             raise ConnectionClosed(f"client for server {self.name!r} was closed")
         try:
+            self._sign_in_first()
             deadline = monotonic() + budget
             self.transport.start(self.dispatcher, timeout=budget)
             if self._connection.closed:  # closed by another thread while the transport started

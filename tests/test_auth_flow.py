@@ -291,3 +291,131 @@ def test_a_later_run_refreshes_with_the_client_an_earlier_run_registered(tmp_pat
         assert server.refresh_count == 1
         text = path.read_text()
         assert '"clients"' in text  # the registration is kept with the tokens (the file is owner-only)
+
+
+# -- what the adversarial review found ----------------------------------------------------------
+
+
+def test_pre_registered_credentials_go_to_one_authorization_server_only() -> None:
+    with OAuthServer(clients={"app": "s3cret"}) as first, OAuthServer(clients={"app": "s3cret"}) as second:
+        auth = make(client_id="app", client_secret="s3cret")
+        assert requests.post(first.mcp_url, json=PING, auth=auth, timeout=10).status_code == 200
+        with pytest.raises(AuthError, match="not sent there") as caught:
+            requests.post(second.mcp_url, json=PING, auth=auth, timeout=10)
+        assert "s3cret" not in str(caught.value)
+        assert second.token_requests == [] and second.authorize_requests == []
+
+
+def test_issuer_pins_pre_registered_credentials() -> None:
+    with OAuthServer(clients={"app": "s3cret"}) as server:
+        auth = make(client_id="app", client_secret="s3cret", issuer="https://login.example.com")
+        with pytest.raises(AuthError, match="login.example.com"):
+            requests.post(server.mcp_url, json=PING, auth=auth, timeout=10)
+        assert server.token_requests == [] and server.authorize_requests == []
+
+
+class _Person:
+    """A redirect handler standing for a person at a browser: it records the thread it ran on."""
+
+    needs_person = True
+
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+        self.redirect_uri = REDIRECT
+
+    def __call__(self, url: str) -> str:
+        self.threads.append(threading.current_thread().name)
+        return follow(url)
+
+
+def test_a_person_is_asked_only_by_login_on_the_callers_thread() -> None:
+    with OAuthServer() as server:
+        person = _Person()
+        auth = make(redirect_handler=person, redirect_uri=None)
+        with pytest.raises(AuthError, match=r"auth\.login\(url\)"):
+            requests.post(server.mcp_url, json=PING, auth=auth, timeout=10)  # inside a request: never
+        assert person.threads == [] and server.registrations == []
+        assert auth.sign_in_first
+        with mcpcall.connect(server.mcp_url, auth=auth, protocol="2025-11-25", timeout=10) as client:  # signs in first
+            assert client.call_tool("echo", {"text": "signed in"}).text == "signed in"
+        assert person.threads == [threading.current_thread().name]
+
+
+def test_a_handler_that_needs_nobody_runs_inside_requests() -> None:
+    with OAuthServer() as server:
+        auth = make()  # follow(): a program, not a person
+        assert not auth.sign_in_first
+        assert requests.post(server.mcp_url, json=PING, auth=auth, timeout=10).status_code == 200
+
+
+def test_a_dpop_token_from_another_process_is_never_sent_as_bearer(tmp_path: Any) -> None:
+    pytest.importorskip("jwt")
+    path = tmp_path / "tokens.json"
+    with OAuthServer(dpop=True) as server:
+        first = make(dpop=True, token_store=mcpcall.FileTokenStore(path))
+        assert requests.post(server.mcp_url, json=PING, auth=first, timeout=10).status_code == 200
+        # another process: the same file, a new key
+        later = make(dpop=True, token_store=mcpcall.FileTokenStore(path))
+        response = requests.post(server.mcp_url, json=PING, auth=later, timeout=10)
+        assert response.status_code == 200
+        assert response.request.headers["Authorization"].startswith("DPoP ")
+        assert len(server.authorize_requests) == 2  # authorized again for its own key
+        assert server.proof_errors == []
+
+
+def test_a_step_up_that_failed_is_asked_for_again() -> None:
+    calls: list[str] = []
+
+    def flaky(url: str) -> str:
+        calls.append(url)
+        if len(calls) == 2:
+            raise RuntimeError("the user closed the tab")
+        return follow(url)
+
+    with OAuthServer(challenge_scope="mcp:read", call_scope="mcp:write") as server:
+        with mcpcall.connect(server.mcp_url, auth=make(redirect_handler=flaky), protocol="2025-11-25", timeout=10) as client:
+            client.list_tools()
+            with pytest.raises(AuthError, match="redirect handler failed"):
+                client.call_tool("echo", {"text": "x"})
+            assert client.call_tool("echo", {"text": "second try"}).text == "second try"
+        assert len(calls) == 3
+
+
+def test_a_server_refusing_every_token_does_not_get_a_flow_per_request() -> None:
+    with OAuthServer() as server:
+        server.reject_tokens = True
+        auth = make()
+        for _ in range(5):
+            assert requests.post(server.mcp_url, json=PING, auth=auth, timeout=10).status_code == 401
+        assert len(server.authorize_requests) == 1  # then a pause before trying again
+
+
+def test_a_registration_that_fails_leaves_no_listener_open() -> None:
+    from mcpcall.auth.redirect import LoopbackRedirect
+
+    with OAuthServer(registration=False) as server:
+        handler = LoopbackRedirect(open_browser=lambda url: True, timeout=5)
+        auth = make(redirect_handler=handler, redirect_uri=None)
+        with pytest.raises(AuthError, match="registration_endpoint"):
+            auth.login(server.mcp_url)
+        assert "listening" not in repr(handler)
+
+
+def test_refresh_uses_the_client_the_token_was_issued_to(tmp_path: Any) -> None:
+    path = tmp_path / "tokens.json"
+    with OAuthServer(expires_in=1) as server:
+        one = make(token_store=mcpcall.FileTokenStore(path), redirect_uri="http://127.0.0.1:9/one")
+        assert requests.post(server.mcp_url, json=PING, auth=one, timeout=10).status_code == 200
+        # another program on the same machine registers its own client (another redirect URI) at the same server
+        other = make(token_store=mcpcall.FileTokenStore(tmp_path / "other.json"), redirect_uri="http://127.0.0.1:9/two")
+        assert requests.post(server.mcp_url, json=PING, auth=other, timeout=10).status_code == 200
+        store = mcpcall.FileTokenStore(path)
+        store.put_client(server.base, {"client_id": server.registrations and "dcr-unrelated" or "x", "auth_method": "none"})
+        import time
+
+        time.sleep(1.2)
+        later = make(token_store=store, redirect_handler=None, redirect_uri=None, interactive=False)
+        assert requests.post(server.mcp_url, json=PING, auth=later, timeout=10).status_code == 200
+        refresh = [t for t in server.token_requests if t["form"].get("grant_type") == "refresh_token"]
+        assert len(refresh) == 1
+        assert refresh[0]["form"]["client_id"] == server.token_requests[0]["form"]["client_id"]

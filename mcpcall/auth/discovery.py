@@ -164,11 +164,14 @@ def authorization_server_metadata_urls(issuer: str) -> list[str]:
 
     For one without (``https://auth.example.com``): ``…/.well-known/oauth-authorization-server``,
     then ``…/.well-known/openid-configuration``. A terminating ``/`` is removed
-    first (RFC 8414 section 3.1). An issuer has no query or fragment (RFC 8414 section 2).
+    first (RFC 8414 section 3.1). An issuer has no query or fragment (RFC 8414 section 2)
+    and uses https (plain http only on a loopback host), as its metadata's endpoints must.
     """
     parts = _split(issuer, "the authorization server issuer")
     if parts.query or parts.fragment:
         raise AuthError(f"an issuer has no query or fragment: {redact_url(issuer)}")
+    if parts.scheme.lower() != "https" and not _is_loopback(parts):
+        raise AuthError(f"an authorization server issuer must use https: {redact_url(issuer)}")
     origin = _origin(parts)
     path = parts.path.rstrip("/")
     if not path:

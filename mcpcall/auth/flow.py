@@ -19,7 +19,7 @@ import json
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
@@ -443,7 +443,8 @@ def exchange_code(
     }
     step = "token request (authorization_code)"
     body = _token_request(session, server, client, form, step=step, timeout=timeout, dpop=dpop)
-    return _token(body, step=step, server=server, resource=filed_under or resource, previous=None)
+    token = _token(body, step=step, server=server, resource=filed_under or resource, previous=None)
+    return replace(token, client_id=client.client_id)
 
 
 def refresh_token(

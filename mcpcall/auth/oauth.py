@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, overload
 from urllib.parse import urlsplit
@@ -69,8 +70,15 @@ RedirectHandler = Callable[[str], str]
 
 #: Refresh this many seconds before a token's expiry (at most a quarter of its lifetime).
 REFRESH_MARGIN = 30.0
-#: The longest a thread waits for another thread's interactive flow (a person may be typing a password).
-FLOW_WAIT = 300.0
+#: The longest a thread waits for another thread's interactive flow (a person may be typing a password):
+#: a little longer than the loopback listener's own 300 s, so that waiting threads get its outcome.
+FLOW_WAIT = 330.0
+#: After a token fresh from the flow is refused (401), requests carrying it get the 401 as it is
+#: for this long instead of starting yet another authorization (a server refusing every token).
+REFUSED_COOLDOWN = 30.0
+
+#: One person, one browser tab or prompt at a time, however many servers want a sign-in.
+_ONE_PERSON = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -125,6 +133,16 @@ def _check_client_metadata_url(url: str | None) -> str | None:
     return url
 
 
+def _check_redirect_uri(redirect_uri: str) -> None:
+    """A redirect URI is https, or http on a loopback host (the MCP spec); ``ValueError`` otherwise."""
+    parts = urlsplit(redirect_uri) if isinstance(redirect_uri, str) else None
+    if parts is None or not parts.hostname or parts.fragment:
+        raise ValueError("redirect_uri must be an absolute URL without a fragment")
+    if parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in ("localhost", "127.0.0.1", "::1")):
+        return
+    raise ValueError("redirect_uri must use https, or http on localhost/127.0.0.1/[::1]")
+
+
 def _loopback_or_native(redirect_uri: str) -> str:
     """DCR ``application_type``: ``native`` for loopback and custom-scheme redirects, else ``web``."""
     parts = urlsplit(redirect_uri)
@@ -153,6 +171,16 @@ class OAuth(requests.auth.AuthBase):
     ``fallback_endpoints=True`` serves servers of the 2025-03-26 revision that publish no
     OAuth metadata at all: their origin's ``/authorize``, ``/token`` and ``/register`` are
     used (off by default: any 401 without metadata would otherwise start a browser flow).
+
+    Pre-registered credentials belong to one authorization server: ``issuer=`` names it;
+    without it they are bound to the first one a server names, and any other is refused
+    (a server must not be able to collect another server's client secret).
+
+    A person is asked (a browser tab, a prompt) only in :meth:`login`, on the calling
+    thread: ``connect()`` calls it first when this object would need one. Inside a
+    request (on mcpcall's HTTP threads) a flow that would need a person fails at once
+    and says to call ``login()``; a ``redirect_handler`` of yours that needs nobody (it has
+    no true ``needs_person`` attribute) runs wherever the flow runs.
     """
 
     def __init__(
@@ -172,9 +200,14 @@ class OAuth(requests.auth.AuthBase):
         timeout: float = 30.0,
         dpop: bool = False,
         fallback_endpoints: bool = False,
+        issuer: str | None = None,
     ) -> None:
         if client_secret is not None and not client_id:
             raise ValueError("client_secret needs a client_id")
+        if issuer is not None and (not isinstance(issuer, str) or not issuer):
+            raise ValueError("issuer must be the authorization server's issuer URL")
+        if redirect_uri is not None:
+            _check_redirect_uri(redirect_uri)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (math.isfinite(timeout) and timeout > 0):
             raise ValueError("timeout must be a positive number of seconds")
         if redirect_handler is not None and not callable(redirect_handler):
@@ -194,11 +227,17 @@ class OAuth(requests.auth.AuthBase):
         self.timeout = float(timeout)
         self._lock = threading.Lock()
         self._contexts: dict[str, _Context] = {}  # canonical resource -> what the flow found
-        self._clients: dict[str, Client] = {}  # issuer -> registered client
+        self._clients: dict[str, list[Client]] = {}  # issuer -> clients registered there (newest last)
         self._gate = RefreshGate()
         self.dpop = bool(dpop)
         self.fallback_endpoints = bool(fallback_endpoints)
+        self.issuer = issuer
+        self._bound_issuer: str | None = None  # where pre-registered credentials were first used
         self._prover: DPoPProver | None = None
+        self._bound_here: set[str] = set()  # DPoP-bound access tokens whose key this object holds
+        self._issued: dict[str, None] = {}  # access tokens this object got from a token endpoint (recent ones)
+        self._refused: dict[str, tuple[str, float]] = {}  # resource -> (fresh token refused, when)
+        self._signing_in = threading.local()
 
     def __repr__(self) -> str:
         secret = ", client_secret=***" if self._client_secret else ""
@@ -235,10 +274,31 @@ class OAuth(requests.auth.AuthBase):
             token = self._usable_token(resource)
             if token is not None and not token.expires_within(0):
                 return token
-        status, challenge = probe(self._session, server_url, timeout=self.timeout)
-        if status not in (401, 403) and challenge is None:
-            return None
-        return self._run_flow(resource, server_url, challenge, None, anew=force)
+        self._signing_in.active = True
+        try:
+            status, challenge = probe(self._session, server_url, timeout=self.timeout)
+            if status not in (401, 403) and challenge is None:
+                return None
+            with self._lock:
+                self._refused.pop(resource, None)
+            try:
+                return self._run_flow(resource, server_url, challenge, None, anew=force)
+            except NoResourceMetadata:
+                if challenge is not None and challenge.resource_metadata:
+                    raise
+                return None  # a 401 with no OAuth behind it: connecting will report it
+        finally:
+            self._signing_in.active = False
+            handler = self._redirect_handler
+            close = getattr(handler, "close", None)
+            if getattr(handler, "needs_person", False) and callable(close):
+                close()  # a listener bound for a flow that failed is not left open (it binds again when needed)
+
+    @property
+    def sign_in_first(self) -> bool:
+        """Whether ``connect()`` should call :meth:`login` before connecting: a flow here would need a person."""
+        handler = self._redirect_handler
+        return self.interactive and (handler is None or bool(getattr(handler, "needs_person", False)))
 
     def token_for(self, server_url: str) -> Token | None:
         """The stored token for ``server_url`` (refreshed first if it is about to expire), or ``None``."""
@@ -276,6 +336,12 @@ class OAuth(requests.auth.AuthBase):
         request = r.request
         resource = canonical_resource(str(request.url))
         sent = _sent_token(request)
+        if r.status_code == 401 and sent is not None:
+            with self._lock:
+                refused = self._refused.get(resource)
+            if refused is not None and refused[0] == sent and time.monotonic() - refused[1] < REFUSED_COOLDOWN:
+                log.info("%s refused a token just issued for it; not authorizing again yet", redact_url(resource))
+                return r
         header = r.headers.get("WWW-Authenticate", "")
         challenge = bearer_challenge(header) or bearer_challenge(header, scheme="DPoP")
         scopes: tuple[str, ...] | None = None
@@ -297,7 +363,18 @@ class OAuth(requests.auth.AuthBase):
             # A 401 with no OAuth behind it (an API-key server, a proxy): the caller sees it as it is.
             log.info("%s; passing the HTTP %d on", str(exc), r.status_code)
             return r
-        return self._resend(r, token, kwargs)
+        response = self._resend(r, token, kwargs)
+        if response.status_code == 401 and not self._issued_here(token):
+            # A token kept from earlier that the server no longer takes: refresh it, or authorize again, once.
+            header = response.headers.get("WWW-Authenticate", "")
+            again = bearer_challenge(header) or bearer_challenge(header, scheme="DPoP") or challenge
+            _drain(response)
+            token = self._run_flow(resource, str(request.url), again, token.access_token, scopes)
+            response = self._resend(response, token, kwargs)
+        if response.status_code == 401 and self._issued_here(token):
+            with self._lock:
+                self._refused[resource] = (token.access_token, time.monotonic())
+        return response
 
     def _resend(self, r: requests.Response, token: Token | None, kwargs: dict[str, Any]) -> requests.Response:
         """``r``'s request once more, with ``token`` (``None``: the same token, a fresh DPoP proof).
@@ -307,8 +384,7 @@ class OAuth(requests.auth.AuthBase):
         """
         request = r.request
         if token is None:
-            resource = canonical_resource(str(request.url))
-            token = self._usable_token(resource)
+            token = self._usable_token(canonical_resource(str(request.url)))
             if token is None:
                 return r
         response = r
@@ -365,12 +441,34 @@ class OAuth(requests.auth.AuthBase):
         context = self._context(resource)
         if context is None:
             return None
-        token = self._store.get(context.server.issuer, resource)
-        if token is not None and token.token_type == "DPoP" and self._prover is None:
-            return None  # bound to a key this object does not hold (another process's)
+        token = self._mine(self._store.get(context.server.issuer, resource))
         if context.client is not None and token is not None and token.refresh_token and token.expires_within(token.refresh_margin(REFRESH_MARGIN)):
             token = self._refresh_shared(context, token)
         return token
+
+    def _mine(self, token: Token | None) -> Token | None:
+        """``token`` unless it is DPoP-bound to a key this object does not hold (another process's): never sent as Bearer."""
+        if token is not None and token.token_type == "DPoP":
+            with self._lock:
+                if token.access_token not in self._bound_here:
+                    return None
+        return token
+
+    def _note(self, token: Token) -> Token:
+        """Remember that ``token`` came from the token endpoint to this object (and, DPoP-bound, for its key)."""
+        with self._lock:
+            self._issued[token.access_token] = None
+            while len(self._issued) > 64:  # the oldest go first: only recent tokens are asked about
+                oldest = next(iter(self._issued))
+                del self._issued[oldest]
+                self._bound_here.discard(oldest)
+            if token.token_type == "DPoP":
+                self._bound_here.add(token.access_token)
+        return token
+
+    def _issued_here(self, token: Token) -> bool:
+        with self._lock:
+            return token.access_token in self._issued
 
     def _refresh_shared(self, context: _Context, old: Token) -> Token | None:
         """Refresh ``old`` once however many threads ask; on failure keep using what is stored."""
@@ -395,12 +493,16 @@ class OAuth(requests.auth.AuthBase):
             except TokenEndpointError as exc:
                 log.warning("%s; the next 401 starts a new authorization", str(exc))  # the text: a record must not keep the traceback (and its sockets) alive
                 if exc.status in (400, 401):  # invalid_grant and friends: this refresh token is done
-                    self._store.put(replace(current, refresh_token=None))
+                    latest = self._store.get(issuer, resource)
+                    if latest is not None and latest.access_token == current.access_token:  # not replaced meanwhile
+                        self._store.put(replace(latest, refresh_token=None))
+                    else:
+                        return latest
                 return current
             except AuthError as exc:
                 log.warning("%s", str(exc))
                 return current
-            self._store.put(new)
+            self._store.put(self._note(new))
             log.debug("refreshed the token for %s", redact_url(resource))
             return new
 
@@ -424,19 +526,19 @@ class OAuth(requests.auth.AuthBase):
         """Everything after a 401 (or a 403 asking for more scope), for one resource: a token to retry with."""
         context = self._context(resource)
         if context is not None and not anew:
-            stored = self._store.get(context.server.issuer, resource)
+            stored = self._mine(self._store.get(context.server.issuer, resource))
             fresh = stored is not None and stored.access_token != sent and not stored.expires_within(0)
             if fresh and stored is not None and (step_up is None or set(step_up) <= set(context.scopes)):
                 return stored  # another thread got one while this request was on its way
         metadata, server = self._discover(server_url, challenge.resource_metadata if challenge is not None else None)
-        stored = None if anew else self._store.get(server.issuer, resource)
+        stored = None if anew else self._mine(self._store.get(server.issuer, resource))
         if step_up is None and stored is not None and stored.access_token != sent and not stored.expires_within(0):
-            client = self._client(server, browser=False)
+            client = self._client(server, browser=False, token=stored)
             with self._lock:
                 self._contexts[resource] = _Context(server, client, stored.scope, metadata.resource)
             return stored  # a token kept from an earlier run
         scope = step_up if step_up is not None else self._scope(challenge, metadata, server)
-        refresher = self._client(server, browser=False)
+        refresher = self._client(server, browser=False, token=stored) if stored is not None else None
         if step_up is None and stored is not None and stored.refresh_token and refresher is not None:
             try:
                 token = refresh_token(
@@ -451,15 +553,15 @@ class OAuth(requests.auth.AuthBase):
             except AuthError as exc:
                 log.info("%s; authorizing again", str(exc))
             else:
-                self._store.put(token)
+                self._store.put(self._note(token))
                 with self._lock:
                     self._contexts[resource] = _Context(server, refresher, stored.scope or scope, metadata.resource)
                 return token
         client = self._client(server, scope=scope)
-        with self._lock:
-            self._contexts[resource] = _Context(server, client, scope, metadata.resource)
-        token = self._authorization_code(server, client, resource, metadata.resource, scope)
+        token = self._note(self._authorization_code(server, client, resource, metadata.resource, scope))
         self._store.put(token)
+        with self._lock:  # only now: a step-up that failed may be asked for again
+            self._contexts[resource] = _Context(server, client, scope, metadata.resource)
         log.info("authorized at %s for %s", redact_url(server.issuer), redact_url(resource))
         return token
 
@@ -518,27 +620,36 @@ class OAuth(requests.auth.AuthBase):
     def _client(self, server: AuthorizationServer, *, scope: tuple[str, ...] = ()) -> Client: ...
 
     @overload
-    def _client(self, server: AuthorizationServer, *, browser: bool, scope: tuple[str, ...] = ()) -> Client | None: ...
+    def _client(
+        self, server: AuthorizationServer, *, browser: bool, scope: tuple[str, ...] = (), token: Token | None = None
+    ) -> Client | None: ...
 
-    def _client(self, server: AuthorizationServer, *, browser: bool = True, scope: tuple[str, ...] = ()) -> Client | None:
+    def _client(
+        self, server: AuthorizationServer, *, browser: bool = True, scope: tuple[str, ...] = (), token: Token | None = None
+    ) -> Client | None:
         """Our client at ``server``: pre-registered, else a metadata document URL, else registered dynamically.
 
-        A registration is kept (in memory, and in a token store that keeps clients) for the
-        redirect URI it was made with. ``browser=False``: only a client already known (for a
-        refresh), or ``None``; never a new registration.
+        Registrations are kept (in memory, and in a token store that keeps clients) with the
+        redirect URI and scopes they were made for. ``browser=False``: only a client already
+        known — the one ``token`` was issued to, when it says — or ``None``; never a new
+        registration.
         """
         if self.client_id:
+            self._check_issuer(server)
             method = choose_auth_method(self._client_secret, server.token_endpoint_auth_methods_supported)
             return Client(self.client_id, self._client_secret, method)
         if self.client_metadata_url and server.client_id_metadata_document_supported:
             return Client(self.client_metadata_url, None, "none")
-        client = self._remembered_client(server.issuer)
+        known = self._known_clients(server.issuer)
         if not browser:
-            return client
+            if token is not None and token.client_id is not None:
+                return next((c for c in reversed(known) if c.client_id == token.client_id), None)
+            return known[-1] if known else None
         _, redirect_uri = self._browser(server)
-        covered = client is not None and (client.scope is None or set(scope) <= set(client.scope))
-        if client is not None and covered and client.redirect_uri in (None, redirect_uri):
-            return client
+        for client in reversed(known):
+            covered = client.scope is None or set(scope) <= set(client.scope)
+            if covered and client.redirect_uri in (None, redirect_uri):
+                return client
         client = register_client(
             self._session,
             server,
@@ -549,7 +660,7 @@ class OAuth(requests.auth.AuthBase):
             scope=scope,
         )
         with self._lock:
-            self._clients[server.issuer] = client
+            self._clients.setdefault(server.issuer, []).append(client)
         put_client = getattr(self._store, "put_client", None)
         if callable(put_client):  # a later run needs this client to refresh the tokens issued to it
             entry = {"client_id": client.client_id, "auth_method": client.auth_method, "redirect_uri": redirect_uri}
@@ -560,30 +671,54 @@ class OAuth(requests.auth.AuthBase):
             put_client(server.issuer, entry)
         return client
 
-    def _remembered_client(self, issuer: str) -> Client | None:
-        """The client registered at ``issuer`` by this object, else by an earlier run (from the token store)."""
+    def _check_issuer(self, server: AuthorizationServer) -> None:
+        """Pre-registered credentials go to their own authorization server only (``issuer=``, else the first one used)."""
         with self._lock:
-            client = self._clients.get(issuer)
-        if client is not None:
-            return client
-        get_client = getattr(self._store, "get_client", None)
-        entry = get_client(issuer) if callable(get_client) else None
-        if not isinstance(entry, dict) or not isinstance(entry.get("client_id"), str):
-            return None
-        method = entry.get("auth_method")
-        client = Client(
-            entry["client_id"],
-            entry.get("client_secret") or None,
-            method if method in ("client_secret_basic", "client_secret_post") else "none",
-            redirect_uri=entry.get("redirect_uri") or None,
-            scope=tuple(entry["scope"].split()) if entry.get("scope") else None,
-        )
+            expected = self.issuer or self._bound_issuer
+            if expected is None:
+                self._bound_issuer = server.issuer
+                return
+        if server.issuer != expected:
+            raise AuthError(
+                f"the client_id given is for the authorization server {redact_url(expected)}, and this server now "
+                f"names {redact_url(server.issuer)}: its credentials are not sent there (pass issuer= to say which "
+                "server they belong to, or register a client there)"
+            )
+
+    def _known_clients(self, issuer: str) -> list[Client]:
+        """The clients registered at ``issuer`` by this object and by earlier runs (from the token store), newest last."""
         with self._lock:
-            self._clients.setdefault(issuer, client)
-        return client
+            known = list(self._clients.get(issuer, ()))
+        get_clients = getattr(self._store, "get_clients", None)
+        entries = get_clients(issuer) if callable(get_clients) else []
+        ids = {client.client_id for client in known}
+        for entry in entries if isinstance(entries, list) else []:
+            if not isinstance(entry, dict) or not isinstance(entry.get("client_id"), str) or entry["client_id"] in ids:
+                continue
+            method = entry.get("auth_method")
+            known.insert(0, Client(
+                entry["client_id"],
+                entry.get("client_secret") or None,
+                method if method in ("client_secret_basic", "client_secret_post") else "none",
+                redirect_uri=entry.get("redirect_uri") or None,
+                scope=tuple(entry["scope"].split()) if entry.get("scope") else None,
+            ))
+        return known
 
     def _browser(self, server: AuthorizationServer) -> tuple[RedirectHandler, str]:
-        """The redirect handler and redirect URI; the default handler is made on first need."""
+        """The redirect handler and redirect URI; the default handler is made on first need.
+
+        A handler that needs a person is used only inside :meth:`login`, on its caller's thread.
+        """
+        with self._lock:
+            handler = self._redirect_handler
+        person = handler is None or bool(getattr(handler, "needs_person", False))
+        if person and self.interactive and not getattr(self._signing_in, "active", False):
+            raise AuthError(
+                f"authorization at {redact_url(server.issuer)} needs you to sign in (again): call auth.login(url) "
+                "(or run `mcpcall login URL`) from your own code; mcpcall never opens a browser or prompts from "
+                "inside a request"
+            )
         with self._lock:
             handler = self._redirect_handler
             if handler is None and self.interactive:
@@ -602,6 +737,10 @@ class OAuth(requests.auth.AuthBase):
                 f"authorization at {redact_url(server.issuer)}: pass redirect_uri= with redirect_handler= "
                 "(or a handler that has a redirect_uri attribute)"
             )
+        try:
+            _check_redirect_uri(redirect_uri)
+        except ValueError as exc:
+            raise AuthError(f"authorization at {redact_url(server.issuer)}: {exc}") from None
         return handler, redirect_uri
 
     def _authorization_code(
@@ -612,7 +751,11 @@ class OAuth(requests.auth.AuthBase):
         pkce, state = new_pkce(), new_state()
         url = authorization_url(server, client, redirect_uri=redirect_uri, pkce=pkce, state=state, resource=indicator, scope=scope)
         try:
-            redirected = handler(url)
+            if getattr(handler, "needs_person", False):
+                with _ONE_PERSON:  # one tab or prompt at a time, whichever server asks
+                    redirected = handler(url)
+            else:
+                redirected = handler(url)
         except AuthError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user's handler; its message may hold the URL

@@ -104,6 +104,9 @@ class LoopbackRedirect:
     ends; :meth:`close` closes it too. No thread serves it: the caller does.
     """
 
+    #: A person answers this one: OAuth calls it only from ``login()``, on the caller's thread.
+    needs_person = True
+
     def __init__(
         self,
         port: int = 0,
@@ -355,6 +358,9 @@ class PasteRedirect:
     gets the instructions. The prompt waits for the user; interrupt the
     kernel or press Ctrl-C to give up.
     """
+
+    #: A person answers this one: OAuth calls it only from ``login()``, on the caller's thread.
+    needs_person = True
 
     def __init__(self, redirect_uri: str | None = None, prompt: Callable[[str], str] = input, out: TextIO | None = None) -> None:
         if redirect_uri is not None:

@@ -91,6 +91,7 @@ class Token:
     scope: tuple[str, ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
     lifetime: float | None = field(default=None, compare=False)  # expires_in as granted, when known
+    client_id: str | None = field(default=None, compare=False)  # the client it was issued to (refresh needs the same)
 
     @classmethod
     def from_response(
@@ -148,6 +149,8 @@ class Token:
             updates["refresh_token"] = self.refresh_token
         if "scope" not in body:
             updates["scope"] = self.scope
+        if self.client_id is not None:
+            updates["client_id"] = self.client_id
         return replace(new, **updates) if updates else new
 
     def expires_within(self, seconds: float, now: float | None = None) -> bool:
@@ -189,6 +192,7 @@ class Token:
             "refresh_token": self.refresh_token,
             "scope": list(self.scope),
             "lifetime": self.lifetime,
+            "client_id": self.client_id,
         }
 
     @classmethod
@@ -219,6 +223,7 @@ class Token:
             refresh_token=refresh,
             scope=tuple(scope),
             lifetime=None if lifetime is None else float(lifetime),
+            client_id=data["client_id"] if isinstance(data.get("client_id"), str) else None,
         )
 
 
@@ -289,6 +294,10 @@ class MemoryTokenStore:
             return f"<MemoryTokenStore {len(self._tokens)} token(s)>"
 
 
+#: The most dynamically registered clients a :class:`FileTokenStore` keeps per authorization server.
+MAX_CLIENTS = 8
+
+
 def default_token_path() -> str:
     """``$XDG_CACHE_HOME/mcpcall/tokens.json``, else ``~/.cache/mcpcall/tokens.json``.
 
@@ -346,19 +355,25 @@ class FileTokenStore:
     # A dynamically registered client is kept beside its tokens: a later run needs it to
     # refresh them (a refresh token is bound to the client it was issued to).
 
-    def get_client(self, issuer: str) -> dict[str, Any] | None:
-        """The client registered at ``issuer`` by an earlier run (``client_id``, ``client_secret``, …), or ``None``."""
+    def get_clients(self, issuer: str) -> list[dict[str, str]]:
+        """The clients registered at ``issuer`` by earlier runs (``client_id``, ``client_secret``, …), newest last."""
         with self._locked(shared=True):
-            client = self._read_clients().get(issuer)
-        return dict(client) if client is not None else None
+            return [dict(entry) for entry in self._read_clients().get(issuer, [])]
 
     def put_client(self, issuer: str, client: Mapping[str, Any]) -> None:
-        """Keep the registration of a client at ``issuer`` (string values only)."""
+        """Keep the registration of a client at ``issuer`` (string values only), replacing one with its client_id.
+
+        At most :data:`MAX_CLIENTS` are kept per issuer (the oldest go first): tokens issued
+        to a client forgotten that way are authorized afresh when they expire.
+        """
         entry = {k: v for k, v in client.items() if isinstance(k, str) and isinstance(v, str)}
+        if not entry.get("client_id"):
+            raise ValueError("a client entry needs a client_id")
         with self._locked(shared=False):
             tokens = self._read()
             clients = self._read_clients()
-            clients[issuer] = entry
+            kept = [e for e in clients.get(issuer, []) if e.get("client_id") != entry["client_id"]]
+            clients[issuer] = [*kept, entry][-MAX_CLIENTS:]
             self._write(tokens, clients)
 
     @contextmanager
@@ -404,7 +419,7 @@ class FileTokenStore:
             log.warning("token store %s: ignored %d malformed entr(y/ies)", self.path, skipped)
         return tokens
 
-    def _read_clients(self) -> dict[str, dict[str, str]]:
+    def _read_clients(self) -> dict[str, list[dict[str, str]]]:
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         try:
             fd = os.open(self.path, flags)
@@ -419,11 +434,16 @@ class FileTokenStore:
             return {}
         if not isinstance(entries, dict):
             return {}
-        return {
-            issuer: {k: v for k, v in entry.items() if isinstance(v, str)}
-            for issuer, entry in entries.items()
-            if isinstance(issuer, str) and isinstance(entry, dict) and isinstance(entry.get("client_id"), str)
-        }
+        clients: dict[str, list[dict[str, str]]] = {}
+        for issuer, listed in entries.items():
+            if not isinstance(issuer, str) or not isinstance(listed, list):
+                continue
+            clients[issuer] = [
+                {k: v for k, v in entry.items() if isinstance(v, str)}
+                for entry in listed
+                if isinstance(entry, dict) and isinstance(entry.get("client_id"), str)
+            ]
+        return clients
 
     def _check_safe(self, st: os.stat_result) -> None:
         if not stat.S_ISREG(st.st_mode):
@@ -434,13 +454,15 @@ class FileTokenStore:
                 f"revoke its tokens if others may have read them, then chmod 600 it or delete it"
             )
 
-    def _write(self, tokens: Mapping[tuple[str, str], Token], clients: Mapping[str, Mapping[str, str]] | None = None) -> None:
+    def _write(
+        self, tokens: Mapping[tuple[str, str], Token], clients: Mapping[str, list[dict[str, str]]] | None = None
+    ) -> None:
         directory = os.path.dirname(os.path.abspath(self.path))
         if clients is None:
             clients = self._read_clients()
         document: dict[str, Any] = {"version": 1, "tokens": [token.to_json() for token in tokens.values()]}
         if clients:
-            document["clients"] = {issuer: dict(entry) for issuer, entry in clients.items()}
+            document["clients"] = {issuer: [dict(e) for e in entries] for issuer, entries in clients.items() if entries}
         payload = json.dumps(document, indent=1, sort_keys=True).encode("utf-8")
         # mkstemp creates the file with O_EXCL and mode 0600.
         fd, tmp = tempfile.mkstemp(prefix=".tokens-", suffix=".tmp", dir=directory)

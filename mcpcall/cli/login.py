@@ -79,7 +79,15 @@ def _handler(args: argparse.Namespace, settings: OAuthSettings | None) -> Loopba
             port = 0
     if args.no_browser:
         return PasteRedirect(redirect or (f"http://127.0.0.1:{port}/callback" if port else None))
-    return default_redirect(port=port)
+    path = "/callback"
+    if redirect:
+        try:
+            from urllib.parse import urlsplit
+
+            path = urlsplit(redirect).path or "/callback"
+        except ValueError:
+            path = "/callback"
+    return default_redirect(port=port, path=path)
 
 
 def oauth_for(args: argparse.Namespace, settings: OAuthSettings | None, *, interactive: bool) -> OAuth:
