@@ -195,3 +195,12 @@ def test_example_script_with_its_test_server(browser: dict[str, str], tmp_path: 
                           env=browser, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert "you are signed in" in done.stdout and opened(tmp_path) == 1
+
+
+def test_client_credentials_on_the_command_line_are_not_offered_to_every_server(browser: dict[str, str],
+                                                                                 tmp_path: Path) -> None:
+    config = tmp_path / "two.json"
+    config.write_text(json.dumps({"mcpServers": {
+        "one": {"url": "http://127.0.0.1:9/mcp"}, "two": {"url": "http://127.0.0.1:9/other"}}}))
+    done = mcpcall("--config", str(config), "tools", "--client-id", "corp-app", env=browser)
+    assert done.returncode == 2 and "for one server" in done.stderr, done.stderr

@@ -159,7 +159,13 @@ def with_oauth(target: Target, args: argparse.Namespace, options: Mapping[str, A
 
 def with_oauth_everywhere(configs: Mapping[str, ServerConfig], args: argparse.Namespace,
                           options: Mapping[str, Any]) -> tuple[dict[str, ServerConfig], list[OAuth]]:
-    """Every server of a config with its OAuth object (for ``tools`` and ``servers --check``); the caller closes them."""
+    """Every server of a config with its OAuth object (for ``tools`` and ``servers --check``); the caller closes them.
+
+    Client credentials given on the command line belong to one server's authorization
+    server: with several servers they are refused rather than offered to each.
+    """
+    if (args.client_id or args.client_secret_env) and len(configs) > 1:
+        raise UsageError("--client-id and --client-secret-env are for one server: name it (mcpcall tools SERVER ...)")
     made: list[OAuth] = []
     found: dict[str, ServerConfig] = {}
     try:
