@@ -389,15 +389,21 @@ class FileTokenStore:
             finally:
                 os.close(fd)  # closing the descriptor releases the flock
 
-    def _read(self) -> dict[tuple[str, str], Token]:
+    def _bytes(self) -> bytes | None:
+        """The file's contents (after checking it is a private regular file), or ``None`` when there is none."""
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         try:
             fd = os.open(self.path, flags)
         except FileNotFoundError:
-            return {}
+            return None
         with os.fdopen(fd, "rb") as f:
             self._check_safe(os.fstat(f.fileno()))
-            data = f.read()
+            return f.read()
+
+    def _read(self) -> dict[tuple[str, str], Token]:
+        data = self._bytes()
+        if data is None:
+            return {}
         try:
             document = json.loads(data.decode("utf-8"))
             entries = document["tokens"]
@@ -420,14 +426,9 @@ class FileTokenStore:
         return tokens
 
     def _read_clients(self) -> dict[str, list[dict[str, str]]]:
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-        try:
-            fd = os.open(self.path, flags)
-        except FileNotFoundError:
+        data = self._bytes()
+        if data is None:
             return {}
-        with os.fdopen(fd, "rb") as f:
-            self._check_safe(os.fstat(f.fileno()))
-            data = f.read()
         try:
             entries = json.loads(data.decode("utf-8")).get("clients") or {}
         except (ValueError, AttributeError):
