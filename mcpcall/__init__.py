@@ -101,7 +101,17 @@ from .types import (
 logging.getLogger("mcpcall").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
-    from .auth import AuthError, ClientCredentials, EnterpriseAuth, FileTokenStore, JWTBearer, MemoryTokenStore, OAuth, Token
+    from .auth import (
+        AuthError,
+        ClientCredentials,
+        EnterpriseAuth,
+        FileTokenStore,
+        JWTBearer,
+        MemoryTokenStore,
+        OAuth,
+        SignInRequired,
+        Token,
+    )
     from .registry import RegisteredTool, ToolRegistry, ToolStats
 
 #: Imported on first use: a script that only connects pays for neither the registry nor OAuth.
@@ -110,6 +120,7 @@ _LAZY = {
     "ToolRegistry": "registry",
     "ToolStats": "registry",
     "OAuth": "auth",
+    "SignInRequired": "auth",
     "ClientCredentials": "auth",
     "JWTBearer": "auth",
     "EnterpriseAuth": "auth",
@@ -179,6 +190,7 @@ __all__ = [
     "SchemaValidationError",
     "ServerConfig",
     "SessionExpired",
+    "SignInRequired",
     "Subscription",
     "Task",
     "TaskStatus",

@@ -21,6 +21,7 @@ the answer into a typed result.
 from __future__ import annotations
 
 import re
+import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
@@ -31,7 +32,16 @@ from . import jsonrpc
 from ._version import __version__ as _version
 from .callbacks import CallbackRunner
 from .dispatcher import Dispatcher, ProgressCallback
-from .errors import ConfigError, ConnectionClosed, InvalidRequest, MethodNotFound, RequestTimeout, ResourceNotFound, RPCError
+from .errors import (
+    ConfigError,
+    ConnectionClosed,
+    InvalidRequest,
+    MCPError,
+    MethodNotFound,
+    RequestTimeout,
+    ResourceNotFound,
+    RPCError,
+)
 from .protocol import (
     LATEST_LEGACY_VERSION,
     LATEST_MODERN_VERSION,
@@ -197,12 +207,22 @@ class Client:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def _sign_in_first(self) -> None:
-        """An auth object that would need a person (``OAuth``) signs in here: on the caller's thread, before the deadline."""
+    def _sign_in(self, exc: BaseException) -> bool:
+        """After ``exc``: an OAuth sign-in that needs a person is run now, on this (the caller's) thread.
+
+        Only on a thread of the user's: mcpcall's own threads (a registry's connecting
+        threads) never ask a person. True when a sign-in ran and connecting may go on.
+        """
+        from .auth.discovery import SignInRequired
+
         auth: Any = getattr(self.transport, "auth", None)
         url = getattr(self.transport, "url", None)
-        if auth is not None and getattr(auth, "sign_in_first", False) is True and isinstance(url, str):
-            auth.login(url)
+        if not isinstance(exc, SignInRequired) or auth is None or not isinstance(url, str):
+            return False
+        if threading.current_thread().name.startswith("mcpcall-") or not callable(getattr(auth, "login", None)):
+            return False
+        auth.login(url)
+        return True
 
     def connect(self, timeout: float | None = None) -> Client:
         """Start the transport and agree on a protocol era and version, within ``timeout`` in all
@@ -214,7 +234,6 @@ class Client:
         if not self._connection.open():
             raise ConnectionClosed(f"client for server {self.name!r} was closed")
         try:
-            self._sign_in_first()
             deadline = monotonic() + budget
             self.transport.start(self.dispatcher, timeout=budget)
             if self._connection.closed:  # closed by another thread while the transport started
@@ -225,7 +244,14 @@ class Client:
                     f"server {self.name!r} did not finish connecting within {budget:g} s (starting the transport)",
                     timeout=budget,
                 )
-            agreement = self._negotiator.negotiate(budget, deadline)
+            try:
+                agreement = self._negotiator.negotiate(budget, deadline)
+            except MCPError as exc:
+                if not self._sign_in(exc):
+                    raise
+                # Signed in (a person took their time, outside the deadline): connecting starts over.
+                deadline = monotonic() + budget
+                agreement = self._negotiator.negotiate(budget, deadline)
             meta = self._negotiator.request_meta(agreement.version) if agreement.era == "modern" else {}
             self._state.adopt(agreement, meta)
         except BaseException:

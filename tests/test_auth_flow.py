@@ -419,3 +419,104 @@ def test_refresh_uses_the_client_the_token_was_issued_to(tmp_path: Any) -> None:
         refresh = [t for t in server.token_requests if t["form"].get("grant_type") == "refresh_token"]
         assert len(refresh) == 1
         assert refresh[0]["form"]["client_id"] == server.token_requests[0]["form"]["client_id"]
+
+
+# -- what the second review found ---------------------------------------------------------------
+
+
+class _SlowPerson(_Person):
+    """A person who answers only when the test says so."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = threading.Event()
+        self.answer = threading.Event()
+
+    def __call__(self, url: str) -> str:
+        self.asked.set()
+        assert self.answer.wait(30)
+        return super().__call__(url)
+
+
+def test_a_request_does_not_wait_for_a_person_another_thread_is_asking() -> None:
+    with OAuthServer() as server:
+        person = _SlowPerson()
+        auth = make(redirect_handler=person, redirect_uri=None)
+        result: list[Any] = []
+        signing = threading.Thread(target=lambda: result.append(auth.login(server.mcp_url)))
+        signing.start()
+        assert person.asked.wait(10)
+        with pytest.raises(mcpcall.auth.SignInRequired, match="waiting for a person"):
+            requests.post(server.mcp_url, json=PING, auth=auth, timeout=10)  # fails at once: no wait on the gate
+        person.answer.set()
+        signing.join(10)
+        assert result and result[0] is not None
+        assert requests.post(server.mcp_url, json=PING, auth=auth, timeout=10).status_code == 200
+
+
+def test_a_login_to_an_open_server_does_not_close_a_listener_in_use() -> None:
+    from mcpcall.auth.redirect import LoopbackRedirect
+
+    with OAuthServer() as server:
+        waiting = threading.Event()
+        go = threading.Event()
+
+        def browser(url: str) -> bool:  # a person who is slow to approve
+            def later() -> None:
+                waiting.set()
+                go.wait(10)
+                requests.get(follow(url), timeout=5)  # the browser lands on the loopback listener
+            threading.Thread(target=later, daemon=True).start()
+            return True
+
+        handler = LoopbackRedirect(open_browser=browser, timeout=20)
+        auth = make(redirect_handler=handler, redirect_uri=None)
+        result: list[Any] = []
+        signing = threading.Thread(target=lambda: result.append(auth.login(server.mcp_url)))
+        signing.start()
+        assert waiting.wait(10)
+        assert auth.login(server.base + "/not-mcp") is None  # needs no sign-in (404, no challenge)
+        go.set()
+        signing.join(20)
+        assert result and result[0] is not None  # the first sign-in still got its redirect
+        assert "listening" not in repr(handler)
+
+
+def test_after_a_revocation_connect_signs_in_again() -> None:
+    with OAuthServer() as server:
+        person = _Person()
+        store = mcpcall.MemoryTokenStore()
+        with mcpcall.connect(server.mcp_url, auth=make(redirect_handler=person, redirect_uri=None, token_store=store),
+                             protocol="2025-11-25", timeout=10) as client:
+            client.list_tools()
+        with server.lock:  # the grant is revoked: access and refresh tokens
+            server.tokens.clear()
+            server.refresh_tokens.clear()
+        later = make(redirect_handler=person, redirect_uri=None, token_store=store)
+        with mcpcall.connect(server.mcp_url, auth=later, protocol="2025-11-25", timeout=10) as client:
+            assert client.call_tool("echo", {"text": "back"}).text == "back"
+        assert len(person.threads) == 2 and set(person.threads) == {threading.current_thread().name}
+
+
+def test_a_registry_never_asks_a_person_on_its_threads() -> None:
+    with OAuthServer() as server, OAuthServer() as other:
+        person = _Person()
+        servers = {
+            "secure": {"url": server.mcp_url, "auth": make(redirect_handler=person, redirect_uri=None)},
+            "also": {"url": other.mcp_url, "auth": make(redirect_handler=person, redirect_uri=None)},
+        }
+        with mcpcall.ToolRegistry(servers, timeout=10) as registry:
+            registry.tools()
+            errors = registry.errors
+        assert person.threads == []  # its connecting threads never ask: each server says to sign in
+        assert set(errors) == {"secure", "also"}
+        assert all(isinstance(exc, mcpcall.SignInRequired) and "auth.login(url)" in str(exc) for exc in errors.values())
+
+
+def test_an_unreachable_server_with_oauth_is_reported_as_unreachable() -> None:
+    sock = socket.create_server(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    auth = make(redirect_handler=_Person(), redirect_uri=None)
+    with pytest.raises(mcpcall.ConnectionClosed, match="could not reach"):
+        mcpcall.connect(f"http://127.0.0.1:{port}/mcp", auth=auth, timeout=5)

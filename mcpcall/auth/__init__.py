@@ -14,7 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .discovery import AuthError
+    from .discovery import AuthError, SignInRequired
     from .grants import ClientCredentials, EnterpriseAuth, JWTBearer
     from .jose import CryptoUnavailable, DPoPProver, SigningKey
     from .oauth import OAuth, RedirectHandler
@@ -35,6 +35,7 @@ __all__ = [
     "OAuth",
     "PasteRedirect",
     "RedirectHandler",
+    "SignInRequired",
     "SigningKey",
     "Token",
     "TokenStore",
@@ -43,6 +44,7 @@ __all__ = [
 
 _LAZY = {
     "AuthError": "discovery",
+    "SignInRequired": "discovery",
     "ClientCredentials": "grants",
     "EnterpriseAuth": "grants",
     "JWTBearer": "grants",

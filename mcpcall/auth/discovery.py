@@ -48,6 +48,14 @@ class AuthError(MCPError):
     """OAuth discovery or authorization failed: a bad URL, or metadata the client must not use."""
 
 
+class SignInRequired(AuthError):
+    """Authorization needs a person (a browser tab, a prompt), and this thread may not ask one.
+
+    mcpcall asks a person only in ``OAuth.login()``, on the calling thread; ``connect()``
+    does that by itself when it meets this error on its own thread.
+    """
+
+
 @dataclass(frozen=True)
 class ProtectedResource:
     """Validated RFC 9728 protected resource metadata of an MCP server."""

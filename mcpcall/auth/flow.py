@@ -221,12 +221,18 @@ def fetch_authorization_server(session: requests.Session, issuer: str, *, timeou
     return check_authorization_server(document, issuer)
 
 
-def probe(session: requests.Session, server_url: str, *, timeout: float) -> tuple[int, Challenge | None]:
-    """POST an unauthenticated ``ping`` to an MCP endpoint: its HTTP status and its Bearer challenge, if any."""
+def probe(
+    session: requests.Session, server_url: str, *, timeout: float, headers: Mapping[str, str] | None = None
+) -> tuple[int, Challenge | None]:
+    """POST a ``ping`` to an MCP endpoint (unauthenticated unless ``headers`` say otherwise).
+
+    Its HTTP status and its Bearer (or DPoP) challenge, if any.
+    """
     body = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "ping"})
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-    response = _call(session, "POST", server_url, step="authorization probe", timeout=timeout, data=body, headers=headers)
-    return response.status_code, bearer_challenge(response.headers.get("WWW-Authenticate", ""))
+    sent = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **(headers or {})}
+    response = _call(session, "POST", server_url, step="authorization probe", timeout=timeout, data=body, headers=sent)
+    header = response.headers.get("WWW-Authenticate", "")
+    return response.status_code, bearer_challenge(header) or bearer_challenge(header, scheme="DPoP")
 
 
 # -- client identity -----------------------------------------------------------------------------

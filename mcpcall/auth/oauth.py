@@ -39,7 +39,7 @@ from requests.cookies import extract_cookies_to_jar
 
 from ..config import redact_url
 from .challenge import Challenge, bearer_challenge
-from .discovery import AuthError, AuthorizationServer, ProtectedResource, canonical_resource
+from .discovery import AuthError, AuthorizationServer, ProtectedResource, SignInRequired, canonical_resource
 from .flow import (
     Client,
     NoResourceMetadata,
@@ -61,7 +61,7 @@ from .tokens import MemoryTokenStore, RefreshGate, RefreshTimeout, Token, TokenS
 if TYPE_CHECKING:
     from .jose import DPoPProver
 
-__all__ = ["OAuth", "RedirectHandler"]
+__all__ = ["OAuth", "RedirectHandler", "SignInRequired"]
 
 log = logging.getLogger("mcpcall.auth.oauth")
 
@@ -236,6 +236,8 @@ class OAuth(requests.auth.AuthBase):
         self._prover: DPoPProver | None = None
         self._bound_here: set[str] = set()  # DPoP-bound access tokens whose key this object holds
         self._issued: dict[str, None] = {}  # access tokens this object got from a token endpoint (recent ones)
+        self._logins = 0  # login() calls in progress
+        self._asking: set[str] = set()  # resources whose sign-in is waiting on a person right now
         self._refused: dict[str, tuple[str, float]] = {}  # resource -> (fresh token refused, when)
         self._signing_in = threading.local()
 
@@ -263,40 +265,69 @@ class OAuth(requests.auth.AuthBase):
     # -- public helpers --------------------------------------------------------------------------
 
     def login(self, server_url: str, *, force: bool = False) -> Token | None:
-        """Authorize for ``server_url`` now, before any MCP request, and store the token; ``None`` if no login is needed.
+        """Sign in for ``server_url`` now, on this thread, asking a person if need be; the token, or ``None``.
 
-        Sends one unauthenticated ``ping`` to learn the server's challenge (its scope and
-        metadata URL), then runs the same flow a 401 would. A token already stored and
-        not expired is returned as it is unless ``force``.
+        Sends a ``ping`` (with the token this object has, if any) to learn whether the
+        server takes it and, if not, its challenge (scope, metadata URL); then runs the flow
+        a 401 would, refreshing a stored token when it can. ``None``: the server asks for no
+        sign-in. ``force``: a new authorization even if a token is stored. ``connect()`` calls
+        this by itself when signing in needs a person.
         """
         resource = canonical_resource(server_url)
-        if not force:
-            token = self._usable_token(resource)
-            if token is not None and not token.expires_within(0):
-                return token
+        with self._lock:
+            self._logins += 1
         self._signing_in.active = True
         try:
-            status, challenge = probe(self._session, server_url, timeout=self.timeout)
-            if status not in (401, 403) and challenge is None:
-                return None
+            return self._login(resource, server_url, force)
+        finally:
+            self._signing_in.active = False
             with self._lock:
-                self._refused.pop(resource, None)
+                self._logins -= 1
+                last = self._logins == 0
+            handler = self._redirect_handler
+            close = getattr(handler, "close", None)
+            if last and getattr(handler, "needs_person", False) and callable(close):
+                close()  # a listener bound for a flow that failed is not left open (it binds again when needed)
+
+    def _login(self, resource: str, server_url: str, force: bool) -> Token | None:
+        token = None if force else self._usable_token(resource)
+        status, challenge = probe(self._session, server_url, timeout=self.timeout, headers=self._headers(server_url, token))
+        if status not in (401, 403) and challenge is None:
+            return token  # it took the token we have, or asks for none
+        sent = token.access_token if token is not None else None
+        with self._lock:
+            self._refused.pop(resource, None)
+        for attempt in (1, 2, 3):
             try:
-                return self._run_flow(resource, server_url, challenge, None, anew=force)
+                token = self._run_flow(resource, server_url, challenge, sent, anew=force)
+            except SignInRequired:
+                if attempt == 3:
+                    raise
+                continue  # another thread led the flow and could not ask a person: this one can
             except NoResourceMetadata:
                 if challenge is not None and challenge.resource_metadata:
                     raise
                 return None  # a 401 with no OAuth behind it: connecting will report it
-        finally:
-            self._signing_in.active = False
-            handler = self._redirect_handler
-            close = getattr(handler, "close", None)
-            if getattr(handler, "needs_person", False) and callable(close):
-                close()  # a listener bound for a flow that failed is not left open (it binds again when needed)
+            if force or self._issued_here(token):
+                return token
+            # A token kept from an earlier run: see that the server still takes it.
+            status, again = probe(self._session, server_url, timeout=self.timeout, headers=self._headers(server_url, token))
+            if status not in (401, 403):
+                return token
+            sent, challenge = token.access_token, again or challenge
+        return token
+
+    def _headers(self, url: str, token: Token | None) -> dict[str, str]:
+        """The headers that present ``token`` on a POST to ``url`` (none without a token)."""
+        if token is None:
+            return {}
+        prepared = requests.Request("POST", url).prepare()
+        self._present(prepared, token)
+        return {name: value for name, value in prepared.headers.items() if name in ("Authorization", "DPoP")}
 
     @property
     def sign_in_first(self) -> bool:
-        """Whether ``connect()`` should call :meth:`login` before connecting: a flow here would need a person."""
+        """Whether signing in here may need a person (the default handler, or one marked ``needs_person``)."""
         handler = self._redirect_handler
         return self.interactive and (handler is None or bool(getattr(handler, "needs_person", False)))
 
@@ -420,7 +451,18 @@ class OAuth(requests.auth.AuthBase):
         *,
         anew: bool = False,
     ) -> Token:
-        """The flow for ``resource`` in one thread at a time (others wait for its token); ``anew``: ignore stored tokens."""
+        """The flow for ``resource`` in one thread at a time (others wait for its token); ``anew``: ignore stored tokens.
+
+        A request does not wait for a person: while one is being asked for ``resource``, other
+        threads' flows fail at once with :class:`SignInRequired`.
+        """
+        if not getattr(self._signing_in, "active", False):
+            with self._lock:
+                asking = resource in self._asking
+            if asking:
+                raise SignInRequired(
+                    f"a sign-in for {redact_url(resource)} is waiting for a person in another thread; try again after it"
+                )
         try:
             return self._gate.run(
                 ("flow", resource),
@@ -442,7 +484,7 @@ class OAuth(requests.auth.AuthBase):
         if context is None:
             return None
         token = self._mine(self._store.get(context.server.issuer, resource))
-        if context.client is not None and token is not None and token.refresh_token and token.expires_within(token.refresh_margin(REFRESH_MARGIN)):
+        if token is not None and token.refresh_token and token.expires_within(token.refresh_margin(REFRESH_MARGIN)):
             token = self._refresh_shared(context, token)
         return token
 
@@ -458,7 +500,7 @@ class OAuth(requests.auth.AuthBase):
         """Remember that ``token`` came from the token endpoint to this object (and, DPoP-bound, for its key)."""
         with self._lock:
             self._issued[token.access_token] = None
-            while len(self._issued) > 64:  # the oldest go first: only recent tokens are asked about
+            while len(self._issued) > 1024:  # the oldest go first: only recent tokens are asked about
                 oldest = next(iter(self._issued))
                 del self._issued[oldest]
                 self._bound_here.discard(oldest)
@@ -475,16 +517,17 @@ class OAuth(requests.auth.AuthBase):
         issuer, resource = context.server.issuer, old.resource
 
         def refresh() -> Token | None:
-            current = self._store.get(issuer, resource)
+            current = self._mine(self._store.get(issuer, resource))
             if current is None or current.access_token != old.access_token:
                 return current  # another thread (or process) already replaced it
-            if context.client is None:
-                return current
+            client = self._client(context.server, browser=False, token=current)
+            if client is None or not current.refresh_token:
+                return current  # issued to a client this object does not know: not ours to refresh
             try:
                 new = refresh_token(
                     self._session,
                     context.server,
-                    context.client,
+                    client,
                     current,
                     timeout=self.timeout,
                     resource=context.indicator,
@@ -493,7 +536,7 @@ class OAuth(requests.auth.AuthBase):
             except TokenEndpointError as exc:
                 log.warning("%s; the next 401 starts a new authorization", str(exc))  # the text: a record must not keep the traceback (and its sockets) alive
                 if exc.status in (400, 401):  # invalid_grant and friends: this refresh token is done
-                    latest = self._store.get(issuer, resource)
+                    latest = self._mine(self._store.get(issuer, resource))
                     if latest is not None and latest.access_token == current.access_token:  # not replaced meanwhile
                         self._store.put(replace(latest, refresh_token=None))
                     else:
@@ -592,7 +635,8 @@ class OAuth(requests.auth.AuthBase):
                 # the issuer may be spelt with the empty path's "/" (as some servers' URL types print it)
                 server = fetch_authorization_server(self._session, origin + "/", timeout=self.timeout)
         except AuthError:
-            if not self.fallback_endpoints:
+            secure = parts.scheme == "https" or parts.hostname in ("localhost", "127.0.0.1", "::1")
+            if not self.fallback_endpoints or not secure:
                 raise NoResourceMetadata(
                     f"protected resource metadata discovery: {redact_url(server_url)} publishes none, "
                     f"and {redact_url(origin)} has no authorization server metadata"
@@ -660,7 +704,9 @@ class OAuth(requests.auth.AuthBase):
             scope=scope,
         )
         with self._lock:
-            self._clients.setdefault(server.issuer, []).append(client)
+            known = self._clients.setdefault(server.issuer, [])
+            known.append(client)
+            del known[:-8]  # a few registrations per server are plenty
         put_client = getattr(self._store, "put_client", None)
         if callable(put_client):  # a later run needs this client to refresh the tokens issued to it
             entry = {"client_id": client.client_id, "auth_method": client.auth_method, "redirect_uri": redirect_uri}
@@ -714,7 +760,7 @@ class OAuth(requests.auth.AuthBase):
             handler = self._redirect_handler
         person = handler is None or bool(getattr(handler, "needs_person", False))
         if person and self.interactive and not getattr(self._signing_in, "active", False):
-            raise AuthError(
+            raise SignInRequired(
                 f"authorization at {redact_url(server.issuer)} needs you to sign in (again): call auth.login(url) "
                 "(or run `mcpcall login URL`) from your own code; mcpcall never opens a browser or prompts from "
                 "inside a request"
@@ -752,8 +798,14 @@ class OAuth(requests.auth.AuthBase):
         url = authorization_url(server, client, redirect_uri=redirect_uri, pkce=pkce, state=state, resource=indicator, scope=scope)
         try:
             if getattr(handler, "needs_person", False):
-                with _ONE_PERSON:  # one tab or prompt at a time, whichever server asks
-                    redirected = handler(url)
+                with self._lock:
+                    self._asking.add(resource)
+                try:
+                    with _ONE_PERSON:  # one tab or prompt at a time, whichever server asks
+                        redirected = handler(url)
+                finally:
+                    with self._lock:
+                        self._asking.discard(resource)
             else:
                 redirected = handler(url)
         except AuthError:

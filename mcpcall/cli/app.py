@@ -16,7 +16,14 @@ from ..config import find_config, is_url
 from ..config.transports import _default_name
 from ..errors import ConfigError, MCPError, RequestTimeout, RPCError
 from .commands import COMMANDS_ON_ONE_SERVER, check_no_words, demo
-from .login import login_command, logout_command, needs_login_hint, with_oauth, with_oauth_everywhere
+from .login import (
+    login_command,
+    logout_command,
+    needs_login_hint,
+    sign_in_where_needed,
+    with_oauth,
+    with_oauth_everywhere,
+)
 from .multi import servers_command, tools_everywhere
 from .output import (
     EXIT_BROKEN_PIPE,
@@ -192,6 +199,7 @@ def _dispatch(args: argparse.Namespace, words: list[str], out: Output) -> int:
             return servers_command(configs.path, found, False, args.timeout, options, args.json, out)
         found, made = with_oauth_everywhere(found, args, options)
         try:
+            sign_in_where_needed(found, made)
             return servers_command(configs.path, found, True, args.timeout, options, args.json, out)
         finally:
             for auth in made:
@@ -207,6 +215,7 @@ def _dispatch(args: argparse.Namespace, words: list[str], out: Output) -> int:
         options = _connect_options(args)
         servers, made = with_oauth_everywhere(configs.enabled(), args, options)
         try:
+            sign_in_where_needed(servers, made)
             return tools_everywhere(servers, args.timeout, options, args.json, out)
         finally:
             for auth in made:

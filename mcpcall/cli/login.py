@@ -10,6 +10,7 @@ says to run ``mcpcall login``. No output ever shows a token or a secret.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -23,12 +24,14 @@ from ..auth.redirect import LoopbackRedirect, PasteRedirect, default_redirect
 from ..auth.tokens import FileTokenStore, Token, default_token_path
 from ..config import ServerConfig, is_url, redact_url
 from ..config.files import OAuthSettings
-from ..errors import ConfigError
+from ..errors import ConfigError, MCPError
 from .output import EXIT_OK, Output, say
 from .targets import Configs, Target
 from .words import UsageError
 
-__all__ = ["login_command", "logout_command", "needs_login_hint", "oauth_for", "with_oauth"]
+__all__ = ["login_command", "logout_command", "needs_login_hint", "oauth_for", "sign_in_where_needed", "with_oauth"]
+
+log = logging.getLogger("mcpcall.cli")
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,25 @@ def with_oauth_everywhere(configs: Mapping[str, ServerConfig], args: argparse.Na
             auth.close()
         raise
     return found, made
+
+
+def sign_in_where_needed(servers: Mapping[str, ServerConfig], made: Sequence[OAuth]) -> None:
+    """At a terminal, before connecting to several servers at once: each sign-in that needs a person, one by one.
+
+    The registry connects on its own threads, which never ask a person; here, on the
+    main thread, each server's OAuth object signs in first (a server that needs none
+    costs one ``ping``). Failures are left for connecting to report.
+    """
+    if not made or not _interactive():
+        return
+    for config in servers.values():
+        spec = config.spec if isinstance(config.spec, Mapping) else {}
+        auth, url = spec.get("auth"), spec.get("url")
+        if any(auth is m for m in made) and isinstance(url, str) and getattr(auth, "sign_in_first", False):
+            try:
+                auth.login(url)  # type: ignore[union-attr]
+            except MCPError as exc:
+                log.debug("signing in to %s first: %s", redact_url(url), exc)
 
 
 def _interactive() -> bool:
