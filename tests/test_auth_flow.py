@@ -232,8 +232,12 @@ def test_a_metadata_server_cannot_hold_or_flood_the_flow(mode: str, message: str
 class _KeyOnly:
     """A server that wants an API key: 401 to every POST, no OAuth metadata anywhere."""
 
+    gets = 0
+
     def __enter__(self) -> str:
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        outer = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -253,6 +257,7 @@ class _KeyOnly:
                 self._answer(401)
 
             def do_GET(self) -> None:
+                outer.gets += 1  # a discovery request
                 self._answer(404)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -267,9 +272,15 @@ class _KeyOnly:
 
 
 def test_a_401_without_oauth_behind_it_is_passed_on() -> None:
-    with _KeyOnly() as url:
-        response = requests.post(url, json=PING, auth=make(interactive=False), timeout=10)
+    server = _KeyOnly()
+    with server as url:
+        auth = make(interactive=False)
+        response = requests.post(url, json=PING, auth=auth, timeout=10)
         assert response.status_code == 401  # not an AuthError about metadata: the server's own answer
+        looked = server.gets
+        assert looked > 0
+        again = requests.post(url, json=PING, auth=auth, timeout=10)
+        assert again.status_code == 401 and server.gets == looked  # no second round of discovery for a while
         with pytest.raises(mcpcall.HTTPError, match="401"):
             mcpcall.connect(url, auth=make(interactive=False), protocol="2025-11-25", timeout=10)
 

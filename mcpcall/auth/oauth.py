@@ -238,6 +238,7 @@ class OAuth(requests.auth.AuthBase):
         self._issued: dict[str, None] = {}  # access tokens this object got from a token endpoint (recent ones)
         self._logins = 0  # login() calls in progress
         self._asking: set[str] = set()  # resources whose sign-in is waiting on a person right now
+        self._no_oauth: dict[str, float] = {}  # resource -> when its 401 was found to have no OAuth behind it
         self._refused: dict[str, tuple[str, float]] = {}  # resource -> (fresh token refused, when)
         self._signing_in = threading.local()
 
@@ -386,13 +387,20 @@ class OAuth(requests.auth.AuthBase):
                 log.info("%s still says insufficient_scope for scopes already granted; not asking again", redact_url(resource))
                 return r
         _drain(r)  # read and release the 401 first, so a failed flow leaves no connection behind
+        hint = challenge is not None and challenge.resource_metadata
+        with self._lock:
+            found = self._no_oauth.get(resource)
+        if not hint and found is not None and time.monotonic() - found < REFUSED_COOLDOWN:
+            return r  # looked for OAuth metadata a moment ago and found none: not again on every request
         try:
             token = self._run_flow(resource, str(request.url), challenge, sent, scopes)
         except NoResourceMetadata as exc:
-            if challenge is not None and challenge.resource_metadata:
+            if hint:
                 raise
             # A 401 with no OAuth behind it (an API-key server, a proxy): the caller sees it as it is.
             log.info("%s; passing the HTTP %d on", str(exc), r.status_code)
+            with self._lock:
+                self._no_oauth[resource] = time.monotonic()
             return r
         response = self._resend(r, token, kwargs)
         if response.status_code == 401 and not self._issued_here(token):
