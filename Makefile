@@ -64,11 +64,12 @@ lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check --target-version py39 --line-length 130 mcpcall
 	$(VENV)/bin/mypy --strict mcpcall
 
-## bench: calls/s of mcpcall vs the official SDK (stdio, then HTTP), a 10 MB result over SSE, cached list_tools()
+## bench: calls/s of mcpcall vs the official SDK (stdio, then HTTP), a 10 MB result over SSE, cached list_tools(), OAuth's cost
 bench: $(VENV)/.test
 	$(PY) benchmarks/bench_stdio.py
 	$(PY) benchmarks/bench_http.py
 	$(PY) benchmarks/bench_cache.py
+	$(PY) benchmarks/bench_auth.py
 
 clean:
 	rm -rf $(VENV) $(PEERS) $(MCP1_VENV) build dist *.egg-info

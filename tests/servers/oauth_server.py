@@ -193,6 +193,7 @@ class OAuthServer:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
 
     @property
     def app(self) -> OAuthServer:
