@@ -531,3 +531,12 @@ def test_an_unreachable_server_with_oauth_is_reported_as_unreachable() -> None:
     auth = make(redirect_handler=_Person(), redirect_uri=None)
     with pytest.raises(mcpcall.ConnectionClosed, match="could not reach"):
         mcpcall.connect(f"http://127.0.0.1:{port}/mcp", auth=auth, timeout=5)
+
+
+def test_a_handler_that_needs_a_person_is_never_run_inside_a_request_even_when_not_interactive() -> None:
+    with OAuthServer() as server:
+        person = _Person()
+        auth = make(redirect_handler=person, redirect_uri=None, interactive=False)
+        with pytest.raises(mcpcall.SignInRequired):
+            requests.post(server.mcp_url, json=PING, auth=auth, timeout=10)
+        assert person.threads == []

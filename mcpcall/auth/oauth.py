@@ -766,8 +766,8 @@ class OAuth(requests.auth.AuthBase):
         """
         with self._lock:
             handler = self._redirect_handler
-        person = handler is None or bool(getattr(handler, "needs_person", False))
-        if person and self.interactive and not getattr(self._signing_in, "active", False):
+        person = (handler is None and self.interactive) or bool(getattr(handler, "needs_person", False))
+        if person and not getattr(self._signing_in, "active", False):
             raise SignInRequired(
                 f"authorization at {redact_url(server.issuer)} needs you to sign in (again): call auth.login(url) "
                 "(or run `mcpcall login URL`) from your own code; mcpcall never opens a browser or prompts from "
