@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -34,6 +35,7 @@ from .discovery import (
     AuthorizationServer,
     ProtectedResource,
     authorization_server_metadata_urls,
+    canonical_resource,
     check_authorization_server,
     check_protected_resource,
     protected_resource_metadata_urls,
@@ -44,12 +46,15 @@ from .tokens import Token, TokenResponseError
 if TYPE_CHECKING:
     from .jose import DPoPProver
 
+log = logging.getLogger("mcpcall.auth.flow")
+
 __all__ = [
     "Client",
     "NoResourceMetadata",
     "TokenEndpointError",
     "authorization_url",
     "choose_auth_method",
+    "discover",
     "exchange_code",
     "fetch_authorization_server",
     "fetch_protected_resource",
@@ -233,6 +238,54 @@ def probe(
     response = _call(session, "POST", server_url, step="authorization probe", timeout=timeout, data=body, headers=sent)
     header = response.headers.get("WWW-Authenticate", "")
     return response.status_code, bearer_challenge(header) or bearer_challenge(header, scheme="DPoP")
+
+
+def discover(
+    session: requests.Session, server_url: str, hint: str | None, *, timeout: float, fallback_endpoints: bool = False
+) -> tuple[ProtectedResource, AuthorizationServer]:
+    """The resource's metadata and its authorization server's (``hint``: the challenge's ``resource_metadata``).
+
+    Servers of the 2025-03-26 revision publish no resource metadata: their origin is
+    the authorization server, found by its own metadata, else (only with
+    ``fallback_endpoints=True``) at ``/authorize``, ``/token`` and ``/register``.
+    Otherwise :class:`NoResourceMetadata` stands, and the 401 is passed on.
+    """
+    try:
+        metadata = fetch_protected_resource(session, server_url, hint, timeout=timeout)
+    except NoResourceMetadata:
+        if hint:
+            raise
+    else:
+        return metadata, fetch_authorization_server(session, metadata.authorization_servers[0], timeout=timeout)
+    parts = urlsplit(server_url)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    legacy = ProtectedResource(resource=canonical_resource(server_url), authorization_servers=(origin,))
+    try:
+        try:
+            server = fetch_authorization_server(session, origin, timeout=timeout)
+        except AuthError as exc:
+            if "names issuer" not in str(exc):
+                raise
+            # the issuer may be spelt with the empty path's "/" (as some servers' URL types print it)
+            server = fetch_authorization_server(session, origin + "/", timeout=timeout)
+    except AuthError:
+        secure = parts.scheme == "https" or parts.hostname in ("localhost", "127.0.0.1", "::1")
+        if not fallback_endpoints or not secure:
+            raise NoResourceMetadata(
+                f"protected resource metadata discovery: {redact_url(server_url)} publishes none, "
+                f"and {redact_url(origin)} has no authorization server metadata"
+            ) from None
+        log.info("%s publishes no OAuth metadata; trying the 2025-03-26 default endpoints", redact_url(server_url))
+        server = AuthorizationServer(
+            issuer=origin,
+            authorization_endpoint=origin + "/authorize",
+            token_endpoint=origin + "/token",
+            registration_endpoint=origin + "/register",
+            code_challenge_methods_supported=("S256",),
+        )
+    else:
+        log.info("%s publishes no resource metadata; its origin is the authorization server", redact_url(server_url))
+    return legacy, server
 
 
 # -- client identity -----------------------------------------------------------------------------

@@ -32,7 +32,6 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, overload
-from urllib.parse import urlsplit
 
 import requests
 from requests.cookies import extract_cookies_to_jar
@@ -45,16 +44,14 @@ from .flow import (
     NoResourceMetadata,
     TokenEndpointError,
     authorization_url,
-    choose_auth_method,
+    discover,
     exchange_code,
-    fetch_authorization_server,
-    fetch_protected_resource,
     new_session,
     parse_redirect,
     probe,
     refresh_token,
-    register_client,
 )
+from .identity import Identities, check_client_metadata_url, check_redirect_uri
 from .pkce import new_pkce, new_state
 from .tokens import MemoryTokenStore, RefreshGate, RefreshTimeout, Token, TokenStore
 
@@ -123,34 +120,6 @@ def _union(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*first, *second)))
 
 
-def _check_client_metadata_url(url: str | None) -> str | None:
-    """A Client ID Metadata Document URL must be https with a path (it is the client_id itself)."""
-    if url is None:
-        return None
-    parts = urlsplit(url) if isinstance(url, str) else None
-    if parts is None or parts.scheme != "https" or not parts.hostname or parts.path in ("", "/") or parts.fragment:
-        raise ValueError("client_metadata_url must be an https URL with a path (and no fragment)")
-    return url
-
-
-def _check_redirect_uri(redirect_uri: str) -> None:
-    """A redirect URI is https, or http on a loopback host (the MCP spec); ``ValueError`` otherwise."""
-    parts = urlsplit(redirect_uri) if isinstance(redirect_uri, str) else None
-    if parts is None or not parts.hostname or parts.fragment:
-        raise ValueError("redirect_uri must be an absolute URL without a fragment")
-    if parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in ("localhost", "127.0.0.1", "::1")):
-        return
-    raise ValueError("redirect_uri must use https, or http on localhost/127.0.0.1/[::1]")
-
-
-def _loopback_or_native(redirect_uri: str) -> str:
-    """DCR ``application_type``: ``native`` for loopback and custom-scheme redirects, else ``web``."""
-    parts = urlsplit(redirect_uri)
-    if parts.scheme not in ("http", "https") or parts.hostname in ("localhost", "127.0.0.1", "::1"):
-        return "native"
-    return "web"
-
-
 class OAuth(requests.auth.AuthBase):
     """OAuth 2.1 for remote MCP servers, synchronous and thread-safe; one object may serve many threads.
 
@@ -207,7 +176,7 @@ class OAuth(requests.auth.AuthBase):
         if issuer is not None and (not isinstance(issuer, str) or not issuer):
             raise ValueError("issuer must be the authorization server's issuer URL")
         if redirect_uri is not None:
-            _check_redirect_uri(redirect_uri)
+            check_redirect_uri(redirect_uri)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (math.isfinite(timeout) and timeout > 0):
             raise ValueError("timeout must be a positive number of seconds")
         if redirect_handler is not None and not callable(redirect_handler):
@@ -215,7 +184,7 @@ class OAuth(requests.auth.AuthBase):
         self.client_id = client_id
         self._client_secret = client_secret
         self.client_name = client_name
-        self.client_metadata_url = _check_client_metadata_url(client_metadata_url)
+        self.client_metadata_url = check_client_metadata_url(client_metadata_url)
         self.redirect_uri = redirect_uri
         self.scopes = tuple(scopes) if scopes else ()
         self._redirect_handler = redirect_handler
@@ -227,12 +196,20 @@ class OAuth(requests.auth.AuthBase):
         self.timeout = float(timeout)
         self._lock = threading.Lock()
         self._contexts: dict[str, _Context] = {}  # canonical resource -> what the flow found
-        self._clients: dict[str, list[Client]] = {}  # issuer -> clients registered there (newest last)
         self._gate = RefreshGate()
         self.dpop = bool(dpop)
         self.fallback_endpoints = bool(fallback_endpoints)
         self.issuer = issuer
-        self._bound_issuer: str | None = None  # where pre-registered credentials were first used
+        self._identities = Identities(
+            client_id=client_id,
+            client_secret=client_secret,
+            client_name=client_name,
+            client_metadata_url=self.client_metadata_url,
+            issuer=issuer,
+            store=self._store,
+            session=self._session,
+            timeout=self.timeout,
+        )
         self._prover: DPoPProver | None = None
         self._bound_here: set[str] = set()  # DPoP-bound access tokens whose key this object holds
         self._issued: dict[str, None] = {}  # access tokens this object got from a token endpoint (recent ones)
@@ -581,7 +558,13 @@ class OAuth(requests.auth.AuthBase):
             fresh = stored is not None and stored.access_token != sent and not stored.expires_within(0)
             if fresh and stored is not None and (step_up is None or set(step_up) <= set(context.scopes)):
                 return stored  # another thread got one while this request was on its way
-        metadata, server = self._discover(server_url, challenge.resource_metadata if challenge is not None else None)
+        metadata, server = discover(
+            self._session,
+            server_url,
+            challenge.resource_metadata if challenge is not None else None,
+            timeout=self.timeout,
+            fallback_endpoints=self.fallback_endpoints,
+        )
         stored = None if anew else self._mine(self._store.get(server.issuer, resource))
         if step_up is None and stored is not None and stored.access_token != sent and not stored.expires_within(0):
             client = self._client(server, browser=False, token=stored)
@@ -616,51 +599,6 @@ class OAuth(requests.auth.AuthBase):
         log.info("authorized at %s for %s", redact_url(server.issuer), redact_url(resource))
         return token
 
-    def _discover(self, server_url: str, hint: str | None) -> tuple[ProtectedResource, AuthorizationServer]:
-        """The resource's metadata and its authorization server's.
-
-        Servers of the 2025-03-26 revision publish no resource metadata: their origin is
-        the authorization server, found by its own metadata, else (only with
-        ``fallback_endpoints=True``) at ``/authorize``, ``/token`` and ``/register``.
-        Otherwise :class:`NoResourceMetadata` stands, and the 401 is passed on.
-        """
-        try:
-            metadata = fetch_protected_resource(self._session, server_url, hint, timeout=self.timeout)
-        except NoResourceMetadata:
-            if hint:
-                raise
-        else:
-            return metadata, fetch_authorization_server(self._session, metadata.authorization_servers[0], timeout=self.timeout)
-        parts = urlsplit(server_url)
-        origin = f"{parts.scheme}://{parts.netloc}"
-        legacy = ProtectedResource(resource=canonical_resource(server_url), authorization_servers=(origin,))
-        try:
-            try:
-                server = fetch_authorization_server(self._session, origin, timeout=self.timeout)
-            except AuthError as exc:
-                if "names issuer" not in str(exc):
-                    raise
-                # the issuer may be spelt with the empty path's "/" (as some servers' URL types print it)
-                server = fetch_authorization_server(self._session, origin + "/", timeout=self.timeout)
-        except AuthError:
-            secure = parts.scheme == "https" or parts.hostname in ("localhost", "127.0.0.1", "::1")
-            if not self.fallback_endpoints or not secure:
-                raise NoResourceMetadata(
-                    f"protected resource metadata discovery: {redact_url(server_url)} publishes none, "
-                    f"and {redact_url(origin)} has no authorization server metadata"
-                ) from None
-            log.info("%s publishes no OAuth metadata; trying the 2025-03-26 default endpoints", redact_url(server_url))
-            server = AuthorizationServer(
-                issuer=origin,
-                authorization_endpoint=origin + "/authorize",
-                token_endpoint=origin + "/token",
-                registration_endpoint=origin + "/register",
-                code_challenge_methods_supported=("S256",),
-            )
-        else:
-            log.info("%s publishes no resource metadata; its origin is the authorization server", redact_url(server_url))
-        return legacy, server
-
     def _scope(self, challenge: Challenge | None, metadata: ProtectedResource, server: AuthorizationServer) -> tuple[str, ...]:
         """The scopes to ask for: the challenge's, else the resource's ``scopes_supported``, else ours; plus offline_access."""
         scope = tuple((challenge.scope if challenge is not None else ()) or metadata.scopes_supported or self.scopes or ())
@@ -679,85 +617,9 @@ class OAuth(requests.auth.AuthBase):
     def _client(
         self, server: AuthorizationServer, *, browser: bool = True, scope: tuple[str, ...] = (), token: Token | None = None
     ) -> Client | None:
-        """Our client at ``server``: pre-registered, else a metadata document URL, else registered dynamically.
-
-        Registrations are kept (in memory, and in a token store that keeps clients) with the
-        redirect URI and scopes they were made for. ``browser=False``: only a client already
-        known — the one ``token`` was issued to, when it says — or ``None``; never a new
-        registration.
-        """
-        if self.client_id:
-            self._check_issuer(server)
-            method = choose_auth_method(self._client_secret, server.token_endpoint_auth_methods_supported)
-            return Client(self.client_id, self._client_secret, method)
-        if self.client_metadata_url and server.client_id_metadata_document_supported:
-            return Client(self.client_metadata_url, None, "none")
-        known = self._known_clients(server.issuer)
-        if not browser:
-            if token is not None and token.client_id is not None:
-                return next((c for c in reversed(known) if c.client_id == token.client_id), None)
-            return known[-1] if known else None
-        _, redirect_uri = self._browser(server)
-        for client in reversed(known):
-            covered = client.scope is None or set(scope) <= set(client.scope)
-            if covered and client.redirect_uri in (None, redirect_uri):
-                return client
-        client = register_client(
-            self._session,
-            server,
-            client_name=self.client_name,
-            redirect_uri=redirect_uri,
-            application_type=_loopback_or_native(redirect_uri),
-            timeout=self.timeout,
-            scope=scope,
-        )
-        with self._lock:
-            known = self._clients.setdefault(server.issuer, [])
-            known.append(client)
-            del known[:-8]  # a few registrations per server are plenty
-        put_client = getattr(self._store, "put_client", None)
-        if callable(put_client):  # a later run needs this client to refresh the tokens issued to it
-            entry = {"client_id": client.client_id, "auth_method": client.auth_method, "redirect_uri": redirect_uri}
-            if client.scope:
-                entry["scope"] = " ".join(client.scope)
-            if client.client_secret:
-                entry["client_secret"] = client.client_secret
-            put_client(server.issuer, entry)
-        return client
-
-    def _check_issuer(self, server: AuthorizationServer) -> None:
-        """Pre-registered credentials go to their own authorization server only (``issuer=``, else the first one used)."""
-        with self._lock:
-            expected = self.issuer or self._bound_issuer
-            if expected is None:
-                self._bound_issuer = server.issuer
-                return
-        if server.issuer != expected:
-            raise AuthError(
-                f"the client_id given is for the authorization server {redact_url(expected)}, and this server now "
-                f"names {redact_url(server.issuer)}: its credentials are not sent there (pass issuer= to say which "
-                "server they belong to, or register a client there)"
-            )
-
-    def _known_clients(self, issuer: str) -> list[Client]:
-        """The clients registered at ``issuer`` by this object and by earlier runs (from the token store), newest last."""
-        with self._lock:
-            known = list(self._clients.get(issuer, ()))
-        get_clients = getattr(self._store, "get_clients", None)
-        entries = get_clients(issuer) if callable(get_clients) else []
-        ids = {client.client_id for client in known}
-        for entry in entries if isinstance(entries, list) else []:
-            if not isinstance(entry, dict) or not isinstance(entry.get("client_id"), str) or entry["client_id"] in ids:
-                continue
-            method = entry.get("auth_method")
-            known.insert(0, Client(
-                entry["client_id"],
-                entry.get("client_secret") or None,
-                method if method in ("client_secret_basic", "client_secret_post") else "none",
-                redirect_uri=entry.get("redirect_uri") or None,
-                scope=tuple(entry["scope"].split()) if entry.get("scope") else None,
-            ))
-        return known
+        """Our client at ``server`` (see :meth:`Identities.client`); ``browser=False``: only one already known."""
+        redirect_uri = (lambda: self._browser(server)[1]) if browser else None
+        return self._identities.client(server, redirect_uri=redirect_uri, scope=scope, token=token)
 
     def _browser(self, server: AuthorizationServer) -> tuple[RedirectHandler, str]:
         """The redirect handler and redirect URI; the default handler is made on first need.
@@ -792,7 +654,7 @@ class OAuth(requests.auth.AuthBase):
                 "(or a handler that has a redirect_uri attribute)"
             )
         try:
-            _check_redirect_uri(redirect_uri)
+            check_redirect_uri(redirect_uri)
         except ValueError as exc:
             raise AuthError(f"authorization at {redact_url(server.issuer)}: {exc}") from None
         return handler, redirect_uri
