@@ -8,7 +8,6 @@ mcpcall's loopback listener, as a browser would.
 from __future__ import annotations
 
 import json
-import os
 import stat
 import subprocess
 import sys
@@ -19,15 +18,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
+from tests.fake_browser import browser_env, opened
 from tests.servers.oauth_server import OAuthServer, _Handler
-
-BROWSER_SCRIPT = """\
-import os, sys, urllib.request
-with open(os.environ["FAKE_BROWSER_LOG"], "a") as log:
-    log.write("opened\\n")
-with urllib.request.urlopen(sys.argv[1], timeout=20) as response:  # follows the 302 to the loopback listener
-    response.read()
-"""
 
 
 class _MCPHandler(_Handler):
@@ -72,24 +64,12 @@ def server() -> Iterator[OAuthServer]:
 
 @pytest.fixture
 def browser(tmp_path: Path) -> dict[str, str]:
-    script = tmp_path / "fake-browser"
-    script.write_text(f"#!{sys.executable}\n{BROWSER_SCRIPT}")
-    script.chmod(0o700)
-    log = tmp_path / "browser.log"
-    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "MCPCALL_OAUTH_REDIRECT")}
-    env.update(BROWSER=str(script), FAKE_BROWSER_LOG=str(log), XDG_CACHE_HOME=str(tmp_path / "cache"),
-               PYTHONPATH=str(ROOT))
-    return env
+    return browser_env(tmp_path)
 
 
 def mcpcall(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "mcpcall", *args], env=env, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=timeout, check=False)
-
-
-def opened(tmp_path: Path) -> int:
-    log = tmp_path / "browser.log"
-    return len(log.read_text().splitlines()) if log.exists() else 0
 
 
 def secrets_of(srv: OAuthServer) -> list[str]:

@@ -42,20 +42,14 @@ import pytest
 import requests
 
 import mcpcall
-from tests.conftest import ROOT, SERVERS, require_peer
+from tests.conftest import SERVERS, require_peer
+from tests.fake_browser import browser_env
 
 SERVER = SERVERS / "fastmcp1_oauth_server.py"
 PORT_LINE = re.compile(r"mcpcall-test-port=(\d+)")
 REDIRECT_URI = "http://127.0.0.1:9/callback"  # never contacted: the redirect handler reads the Location
 WHOAMI = re.compile(r"client_id=(\S+) scopes=(.*)")
 
-BROWSER_SCRIPT = """\
-import os, sys, urllib.request
-with open(os.environ["FAKE_BROWSER_LOG"], "a") as log:
-    log.write("opened\\n")
-with urllib.request.urlopen(sys.argv[1], timeout=20) as response:  # follows the 302 to the loopback listener
-    response.read()
-"""
 
 
 def mcp1_python() -> str:
@@ -370,13 +364,8 @@ def test_login_before_connect(server: Peer) -> None:
 
 
 def test_cli_login_then_tools_and_call(server: Peer, tmp_path: Path) -> None:
-    script = tmp_path / "fake-browser"
-    script.write_text(f"#!{sys.executable}\n{BROWSER_SCRIPT}")
-    script.chmod(0o700)
+    env = browser_env(tmp_path)
     log = tmp_path / "browser.log"
-    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "MCPCALL_OAUTH_REDIRECT")}
-    env.update(BROWSER=str(script), FAKE_BROWSER_LOG=str(log), XDG_CACHE_HOME=str(tmp_path / "cache"),
-               PYTHONPATH=str(ROOT))
     tokens = tmp_path / "tokens.json"
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
