@@ -540,3 +540,49 @@ def test_a_handler_that_needs_a_person_is_never_run_inside_a_request_even_when_n
         with pytest.raises(mcpcall.SignInRequired):
             requests.post(server.mcp_url, json=PING, auth=auth, timeout=10)
         assert person.threads == []
+
+
+def test_a_forked_child_has_its_own_locks_and_keeps_the_token() -> None:
+    # gunicorn --preload: the parent signed in; a thread of it held a lock at the moment of the fork
+    import json
+    import os
+
+    with OAuthServer() as server:
+        auth = make()
+        assert requests.post(server.mcp_url, json=PING, auth=auth, timeout=10).status_code == 200
+        held, release = threading.Event(), threading.Event()
+
+        def holder() -> None:
+            with auth._lock, auth._gate._lock:
+                held.set()
+                release.wait(10)
+
+        thread = threading.Thread(target=holder)
+        thread.start()
+        assert held.wait(5)
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:  # pragma: no cover - runs in the child
+            code = 1
+            try:
+                status = requests.post(server.mcp_url, json=PING, auth=auth, timeout=5).status_code
+                os.write(write, json.dumps(status).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        release.set()
+        thread.join(5)
+        os.close(write)
+        import select
+        import signal
+
+        ready, _, _ = select.select([read], [], [], 20)
+        if not ready:  # the child is stuck on a lock it inherited held
+            os.kill(child, signal.SIGKILL)
+        with os.fdopen(read, "rb") as pipe:
+            answer = json.loads(pipe.read() or b"null") if ready else None
+        _, status = os.waitpid(child, 0)
+        assert ready, "the forked child hung on a lock a thread of its parent held at the fork"
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        assert answer == 200  # the child used the parent's token, without a new sign-in
+        assert len(server.authorize_requests) == 1

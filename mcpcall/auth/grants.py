@@ -45,7 +45,7 @@ from .challenge import Challenge, bearer_challenge
 from .discovery import AuthError, _endpoint, _mapping, _strings, authorization_server_metadata_urls, canonical_resource
 from .flow import TokenEndpointError, _call, _error_code, _first_json, _json_object, fetch_protected_resource, new_session
 from .jose import CLIENT_ASSERTION_TYPE, SigningKey, client_assertion
-from .tokens import MemoryTokenStore, RefreshGate, RefreshTimeout, Token, TokenResponseError, TokenStore
+from .tokens import MemoryTokenStore, RefreshGate, RefreshTimeout, Token, TokenResponseError, TokenStore, fresh_locks_in_child
 
 __all__ = [
     "ClientCredentials",
@@ -294,6 +294,7 @@ class _GrantAuth(requests.auth.AuthBase):
         self._lock = threading.Lock()
         self._contexts: dict[str, _Context] = {}
         self._gate = RefreshGate()
+        fresh_locks_in_child(self)
 
     # -- what a subclass provides ----------------------------------------------------------------
 

@@ -24,7 +24,7 @@ import requests
 from ..config import redact_url
 from .discovery import AuthError, AuthorizationServer
 from .flow import Client, choose_auth_method, register_client
-from .tokens import Token, TokenStore
+from .tokens import Token, TokenStore, fresh_locks_in_child
 
 __all__ = ["Identities", "check_client_metadata_url", "check_redirect_uri"]
 
@@ -85,6 +85,7 @@ class Identities:
         self._session = session
         self.timeout = timeout
         self._lock = threading.Lock()
+        fresh_locks_in_child(self)
         self._bound_issuer: str | None = None  # where pre-registered credentials were first used
         self._clients: dict[str, list[Client]] = {}  # issuer -> clients registered there (newest last)
 

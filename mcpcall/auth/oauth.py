@@ -37,6 +37,7 @@ import requests
 from requests.cookies import extract_cookies_to_jar
 
 from ..config import redact_url
+from ..forking import on_fork_in_child
 from .challenge import Challenge, bearer_challenge
 from .discovery import AuthError, AuthorizationServer, ProtectedResource, SignInRequired, canonical_resource
 from .flow import (
@@ -53,7 +54,7 @@ from .flow import (
 )
 from .identity import Identities, check_client_metadata_url, check_redirect_uri
 from .pkce import new_pkce, new_state
-from .tokens import MemoryTokenStore, RefreshGate, RefreshTimeout, Token, TokenStore
+from .tokens import MemoryTokenStore, RefreshGate, RefreshTimeout, Token, TokenStore, fresh_locks_in_child
 
 if TYPE_CHECKING:
     from .jose import DPoPProver
@@ -76,6 +77,14 @@ REFUSED_COOLDOWN = 30.0
 
 #: One person, one browser tab or prompt at a time, however many servers want a sign-in.
 _ONE_PERSON = threading.Lock()
+
+
+def _renew_one_person() -> None:
+    global _ONE_PERSON  # a forked child needs its own: a thread of the parent may have held it
+    _ONE_PERSON = threading.Lock()
+
+
+on_fork_in_child(_renew_one_person, _renew_one_person)
 
 
 @dataclass(frozen=True)
@@ -197,6 +206,7 @@ class OAuth(requests.auth.AuthBase):
         self._lock = threading.Lock()
         self._contexts: dict[str, _Context] = {}  # canonical resource -> what the flow found
         self._gate = RefreshGate()
+        fresh_locks_in_child(self)
         self.dpop = bool(dpop)
         self.fallback_endpoints = bool(fallback_endpoints)
         self.issuer = issuer
@@ -218,6 +228,12 @@ class OAuth(requests.auth.AuthBase):
         self._no_oauth: dict[str, float] = {}  # resource -> when its 401 was found to have no OAuth behind it
         self._refused: dict[str, tuple[str, float]] = {}  # resource -> (fresh token refused, when)
         self._signing_in = threading.local()
+
+    def _after_fork(self) -> None:
+        """In a forked child (locks are renewed by the hook): no sign-in is in progress here."""
+        self._signing_in = threading.local()
+        self._logins = 0
+        self._asking = set()
 
     def __repr__(self) -> str:
         secret = ", client_secret=***" if self._client_secret else ""

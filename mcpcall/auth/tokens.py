@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Hashable, Iterator, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -496,6 +497,31 @@ def _fsync_dir(directory: str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def fresh_locks_in_child(owner: Any) -> None:
+    """In a child forked from this process, give ``owner`` a new ``_lock`` and ``_gate`` (when it has them).
+
+    A parent's thread may have held them at the fork; in the child that thread does not
+    exist, and the lock would stay held for ever. What ``owner`` knew (its tokens) stays.
+    """
+    from ..forking import on_fork_in_child
+
+    ref = weakref.ref(owner)
+
+    def fresh() -> None:
+        target = ref()
+        if target is None:
+            return
+        if hasattr(target, "_lock"):
+            target._lock = threading.Lock()
+        if hasattr(target, "_gate"):
+            target._gate = RefreshGate()
+        reset = getattr(target, "_after_fork", None)
+        if callable(reset):
+            reset()
+
+    on_fork_in_child(owner, fresh)
 
 
 class RefreshGate:
