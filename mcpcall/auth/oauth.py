@@ -89,10 +89,12 @@ on_fork_in_child(_renew_one_person, _renew_one_person)
 
 @dataclass(frozen=True)
 class _Context:
-    """What the flow learnt about one resource: its authorization server, our client there, the scopes asked for."""
+    """What the flow learnt about one resource: its authorization server and the scopes asked for.
+
+    (The client a token is refreshed with is the one it was issued to: ``Token.client_id``.)
+    """
 
     server: AuthorizationServer
-    client: Client | None  # None: a stored token from an earlier run, but no client to refresh it with
     scopes: tuple[str, ...] = ()
     indicator: str | None = None  # the RFC 8707 resource, as the protected resource metadata spells it
 
@@ -221,7 +223,6 @@ class OAuth(requests.auth.AuthBase):
             timeout=self.timeout,
         )
         self._prover: DPoPProver | None = None
-        self._bound_here: set[str] = set()  # DPoP-bound access tokens whose key this object holds
         self._issued: dict[str, None] = {}  # access tokens this object got from a token endpoint (recent ones)
         self._logins = 0  # login() calls in progress
         self._asking: set[str] = set()  # resources whose sign-in is waiting on a person right now
@@ -490,23 +491,20 @@ class OAuth(requests.auth.AuthBase):
         return token
 
     def _mine(self, token: Token | None) -> Token | None:
-        """``token`` unless it is DPoP-bound to a key this object does not hold (another process's): never sent as Bearer."""
-        if token is not None and token.token_type == "DPoP":
-            with self._lock:
-                if token.access_token not in self._bound_here:
-                    return None
+        """``token`` unless it is DPoP-bound to a key this object does not hold (another process's): never sent as Bearer.
+
+        A DPoP token this object got from a token endpoint is bound to its own key.
+        """
+        if token is not None and token.token_type == "DPoP" and not self._issued_here(token):
+            return None
         return token
 
     def _note(self, token: Token) -> Token:
-        """Remember that ``token`` came from the token endpoint to this object (and, DPoP-bound, for its key)."""
+        """Remember that ``token`` came from the token endpoint to this object (a DPoP one: for this object's key)."""
         with self._lock:
             self._issued[token.access_token] = None
             while len(self._issued) > 1024:  # the oldest go first: only recent tokens are asked about
-                oldest = next(iter(self._issued))
-                del self._issued[oldest]
-                self._bound_here.discard(oldest)
-            if token.token_type == "DPoP":
-                self._bound_here.add(token.access_token)
+                del self._issued[next(iter(self._issued))]
         return token
 
     def _issued_here(self, token: Token) -> bool:
@@ -583,9 +581,8 @@ class OAuth(requests.auth.AuthBase):
         )
         stored = None if anew else self._mine(self._store.get(server.issuer, resource))
         if step_up is None and stored is not None and stored.access_token != sent and not stored.expires_within(0):
-            client = self._client(server, browser=False, token=stored)
             with self._lock:
-                self._contexts[resource] = _Context(server, client, stored.scope, metadata.resource)
+                self._contexts[resource] = _Context(server, stored.scope, metadata.resource)
             return stored  # a token kept from an earlier run
         scope = step_up if step_up is not None else self._scope(challenge, metadata, server)
         refresher = self._client(server, browser=False, token=stored) if stored is not None else None
@@ -605,13 +602,13 @@ class OAuth(requests.auth.AuthBase):
             else:
                 self._store.put(self._note(token))
                 with self._lock:
-                    self._contexts[resource] = _Context(server, refresher, stored.scope or scope, metadata.resource)
+                    self._contexts[resource] = _Context(server, stored.scope or scope, metadata.resource)
                 return token
         client = self._client(server, scope=scope)
         token = self._note(self._authorization_code(server, client, resource, metadata.resource, scope))
         self._store.put(token)
         with self._lock:  # only now: a step-up that failed may be asked for again
-            self._contexts[resource] = _Context(server, client, scope, metadata.resource)
+            self._contexts[resource] = _Context(server, scope, metadata.resource)
         log.info("authorized at %s for %s", redact_url(server.issuer), redact_url(resource))
         return token
 

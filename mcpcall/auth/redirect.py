@@ -78,7 +78,8 @@ def _expected_state(authorize_url: str) -> str | None:
     return values[0] if values else None
 
 
-def _print(out: TextIO | None, text: str) -> None:
+def _tell(out: TextIO | None, text: str) -> None:
+    """Say ``text`` to the person being asked to sign in (stderr unless told): the prompt itself, not a log record."""
     stream = out if out is not None else sys.stderr
     try:
         stream.write(text)
@@ -219,7 +220,7 @@ class LoopbackRedirect:
             while True:
                 if not told and opener.failed():
                     told = True
-                    _print(self._out, "mcpcall: could not open a browser. Open this URL to authorize:\n"
+                    _tell(self._out, "mcpcall: could not open a browser. Open this URL to authorize:\n"
                                       f"  {authorize_url}\n")
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -392,7 +393,7 @@ class PasteRedirect:
                     "When the browser lands on a page that does not load, copy its address and paste it below.</p>"
                 ))
                 return
-        _print(self._out, "Open this URL in a browser to authorize:\n"
+        _tell(self._out, "Open this URL in a browser to authorize:\n"
                           f"  {authorize_url}\n"
                           "After signing in the browser lands on a page that does not load; that is expected.\n"
                           "Copy that page's address from the address bar and paste it here.\n")
@@ -408,7 +409,7 @@ class PasteRedirect:
             url = self._complete(answer.strip() if isinstance(answer, str) else "")
             if url is not None:
                 return url
-            _print(self._out, "That does not look like the redirected address (it has no code= or error=); try again.\n")
+            _tell(self._out, "That does not look like the redirected address (it has no code= or error=); try again.\n")
         raise AuthError(f"no usable redirected URL after {_PASTE_TRIES} tries")
 
     def _complete(self, text: str) -> str | None:
