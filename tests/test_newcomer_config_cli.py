@@ -201,7 +201,7 @@ def test_console_script_call_without_a_tool(tmp_path: Path) -> None:
 
 # -- 5. --help lists every option -----------------------------------------------------------------
 
-OPTIONS = ("--timeout", "--protocol", "--env", "--inherit-env", "--cwd", "--stderr", "--header", "--bearer", "--config",
+OPTIONS = ("--timeout", "--protocol", "--env", "--input", "--inherit-env", "--cwd", "--stderr", "--header", "--bearer", "--config",
            "--check", "--json", "--version")
 
 

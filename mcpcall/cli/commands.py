@@ -71,6 +71,8 @@ def print_tools(tools: Sequence[Tool], out: Output, indent: str = "") -> None:
 
 
 def _tools(client: Client, words: Sequence[str], as_json: bool, out: Output) -> int:
+    if not _offers(client, "tools", as_json, out):
+        return EXIT_OK
     tools = client.list_tools()
     if as_json:
         out.json([dict(t.raw) for t in tools])
@@ -125,7 +127,11 @@ def _info(client: Client, words: Sequence[str], as_json: bool, out: Output) -> i
 
 
 def _offers(client: Client, what: str, as_json: bool, out: Output) -> bool:
-    """Whether the server declared capability ``what``; if not, say so (an empty listing)."""
+    """Whether the server declared capability ``what``; if not, say so on stderr (an empty listing, exit status 0).
+
+    Every listing (tools, resources, prompts) asks this first: a server without the capability has none of
+    them, which is an answer, not an error (asked anyway, it would answer -32601).
+    """
     if what in client.capabilities:
         return True
     say(f"mcpcall: server {client.name!r} offers no {what}\n")
