@@ -57,7 +57,7 @@ def at_a_terminal(argv: list[str], answers: list[tuple[str, str]], cwd: Path = R
     terminal shows its prompt. Returns (status, stdout, what the terminal showed)."""
     master, slave = os.openpty()
     proc = subprocess.Popen([PYTHON, "-m", "mcpcall", *argv], stdin=slave, stderr=slave, stdout=subprocess.PIPE,
-                            cwd=cwd, env=_child_env(progress), start_new_session=True, preexec_fn=_make_controlling_tty)
+                            cwd=cwd, env=_child_env(progress), start_new_session=True, preexec_fn=_make_controlling_tty)  # noqa: PLW1509 - only ioctl in the child
     os.close(slave)
     seen = b""
     pending = list(answers)
@@ -238,7 +238,7 @@ def test_printable_escapes_every_control_character_but_newline_and_tab() -> None
     shown = printable(EVIL)
     assert not any(c in shown for c in RAW_CONTROLS)
     assert shown == "x\\x1b]52;c;cHduZWQ=\\x07y\\x1b[2Jz\\x9b31m\\x7f\\x0dw"
-    for code in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]:
+    for code in [*range(0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]:
         assert printable(chr(code)) == f"\\x{code:02x}"
 
 
@@ -303,10 +303,10 @@ def test_library_advice_is_worded_for_the_shell() -> None:
         str(MethodNotFound(-32601, "nope", server="s", method="resources/list", capability="resources")),
         str(NoHandler("sampling/createMessage", "s")),
         "x did not answer tools/call within 5 s (the request was cancelled; raise timeout= if the operation is slow)",
-        "authorization at https://a needs a person at a browser, and this OAuth object is not interactive: log in once "
-        "with `mcpcall login URL` (or OAuth.login) and share its token store, or pass redirect_handler=",
-        "authorization at https://a needs you to sign in (again): call auth.login(url) (or run `mcpcall login URL`) "
-        "from your own code; mcpcall never opens a browser or prompts from inside a request",
+        ("authorization at https://a needs a person at a browser, and this OAuth object is not interactive: log in once "
+         "with `mcpcall login URL` (or OAuth.login) and share its token store, or pass redirect_handler="),
+        ("authorization at https://a needs you to sign in (again): call auth.login(url) (or run `mcpcall login URL`) "
+         "from your own code; mcpcall never opens a browser or prompts from inside a request"),
         "client registration: https://a has no registration_endpoint; pass client_id= or client_metadata_url=",
         "its credentials are not sent there (pass issuer= to say which server they belong to, or register a client there)",
         "config f: server 's': field 'env' uses input 'k': pass it with load_config(..., inputs={'k': ...})",

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import math
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
 from .. import connect
 from ..config import find_config, is_url
 from ..config.transports import _default_name
 from ..errors import ConfigError, MCPError, RequestTimeout, RPCError
+from .ask import Asker
 from .commands import COMMANDS_ON_ONE_SERVER, check_no_words, demo
+from .inputs import Inputs
 from .login import (
     login_command,
     logout_command,
@@ -37,11 +40,12 @@ from .output import (
     OutputFailed,
     discard_rest,
     flushed,
+    printable,
     say,
 )
-from .progress import WaitNotice
+from .progress import WaitNotice, screen
 from .targets import Configs, Target, pick_target
-from .words import COMMANDS, UsageError, build_parser, split_words
+from .words import COMMANDS, UsageError, build_parser, for_the_shell, split_words
 
 __all__ = ["main", "main_exit"]
 
@@ -56,7 +60,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     stream = sys.stdout if out is None else out
     output = Output(stream)
     try:
-        code = _main(argv, output)
+        with _warnings_on_stderr():
+            code = _main(argv, output)
         output.flush()
     except OutputClosed:
         discard_rest(stream)
@@ -66,6 +71,35 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         say(f"mcpcall: cannot write the output: {exc}\n")
         return EXIT_OUTPUT
     return code
+
+
+class _Say(logging.Handler):
+    """Log records as Python's last-resort handler shows them (warnings and worse, on stderr), but through say()."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            say(self.format(record) + "\n")
+        except Exception:  # noqa: BLE001 - as logging's own handlers: a record that cannot be shown is dropped
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def _warnings_on_stderr() -> Iterator[None]:
+    """While the command runs, unless logging is set up: the library's warnings on stderr, made printable.
+
+    They can carry what a server sent (a bad line, a log message), which Python's own last-resort handler would
+    write to the terminal as it is, escape sequences and all.
+    """
+    root = logging.getLogger()
+    if root.handlers:
+        yield
+        return
+    handler = _Say(logging.WARNING)
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
 
 
 def main_exit() -> None:
@@ -124,8 +158,15 @@ def _connect_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.cwd is not None:
         options["cwd"] = args.cwd
     if args.stderr == "show":
-        options["stderr"] = "inherit"
+        options["stderr"] = show_stderr_line
     return options
+
+
+def show_stderr_line(line: str) -> None:
+    """``--stderr show``: a server's stderr line on ours (callbacks thread), made printable, never across a prompt or bar."""
+    with screen(), contextlib.suppress(Exception):  # a closed stderr: the command goes on
+        sys.stderr.write(printable(line) + "\n")
+        sys.stderr.flush()
 
 
 def _server_name(target: Target) -> str:
@@ -168,13 +209,20 @@ def _run_with(target: Target, command: str, words: Sequence[str], args: argparse
     elif target.config is None or target.config.timeout is None:
         options["timeout"] = 60.0
     notice = _wait_notice(target, options.get("timeout") or (target.config.timeout if target.config else None) or 60.0)
+    asker = Asker(_server_name(target))
+    options["elicitation"] = asker
     try:
-        client = target.config.connect(**options) if target.config is not None else connect(target.spec, **options)
-        with client:
-            if command == "call":
-                notice.stop()  # a tool may take its time; its progress bar, if any, tells how it goes
-            return COMMANDS_ON_ONE_SERVER[command](client, words, args.json, out)
+        with asker.ctrl_c():
+            client = target.config.connect(**options) if target.config is not None else connect(target.spec, **options)
+            with client:
+                try:
+                    if command == "call":
+                        notice.stop()  # a tool may take its time; its progress bar, if any, tells how it goes
+                    return COMMANDS_ON_ONE_SERVER[command](client, words, args.json, out)
+                finally:
+                    asker.stop()  # a question still shown ends before close() waits for the callbacks thread
     finally:
+        asker.stop()
         notice.stop()
 
 
@@ -185,7 +233,7 @@ def _dispatch(args: argparse.Namespace, words: list[str], out: Output) -> int:
     if command == "demo":
         check_no_words(command, rest if before is None else [before, *rest])
         return demo(args.timeout or 60.0, args.protocol, out)
-    configs = Configs(args.config)
+    configs = Configs(args.config, Inputs(_pairs(args.input, "=", "--input", "ID=VALUE")))
     if command == "servers":
         if before is not None:
             raise UsageError(f"servers takes no SERVER; got {before!r}")
@@ -197,7 +245,7 @@ def _dispatch(args: argparse.Namespace, words: list[str], out: Output) -> int:
         options = _connect_options(args)
         if not args.check:
             return servers_command(configs.path, found, False, args.timeout, options, args.json, out)
-        found, made = with_oauth_everywhere(found, args, options)
+        found, made = with_oauth_everywhere(configs.answered(found), args, options)
         try:
             sign_in_where_needed(found, made)
             return servers_command(configs.path, found, True, args.timeout, options, args.json, out)
@@ -213,14 +261,14 @@ def _dispatch(args: argparse.Namespace, words: list[str], out: Output) -> int:
         check_no_words(command, rest)
     if target is None:
         options = _connect_options(args)
-        servers, made = with_oauth_everywhere(configs.enabled(), args, options)
+        servers, made = with_oauth_everywhere(configs.answered(configs.enabled()), args, options)
         try:
             sign_in_where_needed(servers, made)
             return tools_everywhere(servers, args.timeout, options, args.json, out)
         finally:
             for auth in made:
                 auth.close()
-    return _run_on(target, command, rest, args, out)
+    return _run_on(configs.answered_target(target), command, rest, args, out)
 
 
 def _main(argv: Sequence[str] | None, out: Output) -> int:
@@ -242,16 +290,16 @@ def _main(argv: Sequence[str] | None, out: Output) -> int:
     try:
         return _dispatch(args, words, out)
     except ConfigError as exc:
-        say(f"mcpcall: error: {exc}\n" if isinstance(exc, UsageError) else f"mcpcall: {exc}\n")
+        say(f"mcpcall: error: {exc}\n" if isinstance(exc, UsageError) else f"mcpcall: {for_the_shell(str(exc))}\n")
         return EXIT_USAGE
     except RequestTimeout as exc:
-        say(f"mcpcall: {str(exc).replace('raise timeout=', 'raise --timeout')}\n")
+        say(f"mcpcall: {for_the_shell(str(exc))}\n")
         return EXIT_TIMEOUT
     except RPCError as exc:
-        say(f"mcpcall: {exc}\n")
+        say(f"mcpcall: {for_the_shell(str(exc))}\n")
         return EXIT_RPC
     except MCPError as exc:
-        say(f"mcpcall: {exc}\n")
+        say(f"mcpcall: {for_the_shell(str(exc))}\n")
         return EXIT_SERVER
     except KeyboardInterrupt:
         return 130

@@ -49,6 +49,8 @@ def _server(words: Sequence[str], command: str, configs: Configs) -> _Server:
     word = words[0]
     target = None if is_url(word) else configs.lookup(word)
     if target is not None and target.config is not None:
+        target = configs.answered_target(target)
+        assert target.config is not None
         if target.config.kind != "http":
             raise UsageError(f"{command}: server {word!r} runs a command; only remote (URL) servers sign in")
         return _Server(str(target.config.spec["url"]), word, target.config.oauth)

@@ -16,6 +16,7 @@ from ..config import ServerConfig, redact_url
 from ..registry import ToolRegistry
 from .commands import print_tools
 from .output import EXIT_OK, EXIT_SERVER, Output, say
+from .words import for_the_shell
 
 __all__ = ["server_summary", "servers_command", "tools_everywhere"]
 
@@ -53,7 +54,7 @@ def server_summary(config: ServerConfig) -> dict[str, Any]:
 
 
 def _short(exc: BaseException) -> str:
-    text = str(exc).strip().split("\n", 1)[0]
+    text = for_the_shell(str(exc)).strip().split("\n", 1)[0]
     return text or type(exc).__name__
 
 

@@ -1,10 +1,22 @@
-"""Exit codes, and the output stream with a closed pipe told apart from every other failure."""
+"""Exit codes, the output stream (a closed pipe told apart from every other failure), and terminal-safe text.
+
+Every string a server controls (tool names, descriptions, results, errors,
+stderr lines, progress and elicitation messages) reaches a person through
+:func:`printable`: :meth:`Output.write` and :func:`say` apply it to all they
+write, the progress bars and prompts call it themselves. Control characters
+but newline and tab (C0, DEL, C1; ESC with them, so no escape sequence
+survives: no OSC 52 clipboard write, no hidden text, no line rewrite) are
+shown as ``\\xNN``. ``--json`` output is JSON: C0 is escaped by
+``json.dumps`` itself, and :meth:`Output.json` escapes DEL and C1 too
+(``ensure_ascii=False`` leaves them raw).
+"""
 
 from __future__ import annotations
 
 import io
 import json
 import os
+import re
 import sys
 from typing import Any, TextIO
 
@@ -22,12 +34,29 @@ __all__ = [
     "OutputFailed",
     "discard_rest",
     "flushed",
+    "json_text",
+    "printable",
     "say",
 ]
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_SERVER, EXIT_TIMEOUT, EXIT_RPC = 0, 1, 2, 3, 4, 5
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader went away
 EXIT_OUTPUT = 74  # EX_IOERR (sysexits.h): the output could not be written
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # all of C0 but \t and \n, DEL, all of C1
+_JSON_RAW = re.compile("[\x7f-\x9f]")  # what json.dumps(ensure_ascii=False) leaves unescaped of those
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a terminal: each control character but ``\\n`` and ``\\t`` shown as ``\\xNN``."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def json_text(value: Any) -> str:
+    """``value`` as indented JSON, every control character escaped (DEL and C1 as ``\\u00NN`` too)."""
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)  # outside strings JSON is ASCII: only strings change
 
 
 class OutputClosed(Exception):
@@ -53,7 +82,10 @@ class Output:
         self._raw = buffer if isinstance(buffer, io.RawIOBase) else None
 
     def write(self, text: str) -> None:
-        """Write ``text``; :class:`OutputClosed` or :class:`OutputFailed` when that fails."""
+        """Write ``text`` for a person (through :func:`printable`); :class:`OutputClosed` or :class:`OutputFailed` when that fails."""
+        self._write(printable(text))
+
+    def _write(self, text: str) -> None:
         try:
             if self._raw is None:
                 self.stream.write(text)
@@ -68,8 +100,8 @@ class Output:
             raise OutputFailed(str(exc)) from exc
 
     def json(self, value: Any) -> None:
-        """Write ``value`` as indented JSON and a newline."""
-        self.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+        """Write ``value`` as indented JSON and a newline (:func:`json_text`)."""
+        self._write(json_text(value) + "\n")
 
     def flush(self) -> None:
         """Flush the stream; the same errors as :meth:`write`."""
@@ -114,9 +146,9 @@ def flushed(stream: TextIO) -> bool:
 
 
 def say(text: str) -> None:
-    """A message on stderr. A closed stderr is no error of its own: the exit status still tells."""
+    """A message on stderr (through :func:`printable`). A closed stderr is no error of its own: the exit status still tells."""
     try:
-        sys.stderr.write(text)
+        sys.stderr.write(printable(text))
         sys.stderr.flush()
     except BrokenPipeError:
         discard_rest(sys.stderr)

@@ -10,6 +10,11 @@ setting governs the one line that says a server is slow to answer
 ``update`` runs on the client's callbacks thread: it only formats a line and
 writes it (at most ten times a second), under a lock, and never raises; a
 stderr that cannot be written turns the bar off.
+
+The terminal's stderr is shared by the bar, a prompt that answers a server's
+question (:mod:`.ask`) and the server's stderr lines (``--stderr show``):
+each writes inside :func:`screen`, which takes the bar off the line first (it
+comes back with the next update), so no two of them interleave.
 """
 
 from __future__ import annotations
@@ -20,9 +25,24 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any, TextIO
 
-__all__ = ["PlainBar", "ProgressBar", "TqdmBar", "WaitNotice", "progress_bar"]
+from .output import printable
+
+__all__ = ["PlainBar", "ProgressBar", "TqdmBar", "WaitNotice", "progress_bar", "screen"]
+
+_SCREEN = threading.RLock()  # one writer of the terminal's stderr at a time (bars, prompts, server stderr)
+_shown_bars: list[ProgressBar] = []  # the bar on the screen now, if any (under _SCREEN)
+
+
+@contextlib.contextmanager
+def screen() -> Iterator[None]:
+    """Hold stderr for lines of one's own (a prompt, a server's stderr line): a bar shown is cleared first."""
+    with _SCREEN:
+        while _shown_bars:
+            _shown_bars[0].hide()  # which takes it off the list
+        yield
 
 _INTERVAL = 0.1  # seconds between two drawings of a bar (the last one is always drawn)
 _BAR_WIDTH = 24
@@ -34,7 +54,7 @@ class ProgressBar:
     def __init__(self, stream: TextIO, label: str) -> None:
         self.stream = stream
         self.label = label
-        self._lock = threading.Lock()
+        self._lock = _SCREEN
         self._last = 0.0
         self._broken = False
 
@@ -49,18 +69,38 @@ class ProgressBar:
                 return
             self._last = now
             try:
-                self._draw(progress, total, message)
+                self._draw(progress, total, printable(message) if message else message)
+                if self not in _shown_bars:
+                    _shown_bars.append(self)
             except Exception:  # noqa: BLE001 - a bar must never break the call it shows
                 self._broken = True
+
+    def hide(self) -> None:
+        """Take the bar off the line for now (under :func:`screen`); the next update draws it again."""
+        with self._lock:
+            if self in _shown_bars:
+                _shown_bars.remove(self)
+            self._last = 0.0
+            if not self._broken:
+                try:
+                    self._clear()
+                    self._cleared()
+                except Exception:  # noqa: BLE001 - as in update
+                    self._broken = True
 
     def close(self) -> None:
         """Take the bar off the screen (idempotent)."""
         with self._lock:
+            if self in _shown_bars:
+                _shown_bars.remove(self)
             if self._broken:
                 return
             self._broken = True
             with contextlib.suppress(Exception):  # as above
                 self._clear()
+
+    def _cleared(self) -> None:
+        """After a hide: the next drawing starts afresh."""
 
     def _draw(self, progress: float, total: float | None, message: str | None) -> None:
         raise NotImplementedError
@@ -85,9 +125,9 @@ class PlainBar(ProgressBar):
         if total is not None and total > 0:
             share = min(max(progress / total, 0.0), 1.0)
             filled = int(share * _BAR_WIDTH)
-            text = f"{self.label} [{'#' * filled}{'-' * (_BAR_WIDTH - filled)}] {_number(progress)}/{_number(total)} {share:4.0%}"
+            text = f"{printable(self.label)} [{'#' * filled}{'-' * (_BAR_WIDTH - filled)}] {_number(progress)}/{_number(total)} {share:4.0%}"
         else:
-            text = f"{self.label} {_number(progress)}"
+            text = f"{printable(self.label)} {_number(progress)}"
         if message:
             text += "  " + " ".join(message.split())
         width = shutil.get_terminal_size((80, 24)).columns - 1
@@ -104,6 +144,9 @@ class PlainBar(ProgressBar):
             self.stream.write("\r" + " " * self._shown + "\r")
             self.stream.flush()
 
+    def _cleared(self) -> None:
+        self._shown = 0
+
 
 class TqdmBar(ProgressBar):
     """A tqdm bar (made on the first update, when the total is known)."""
@@ -115,7 +158,7 @@ class TqdmBar(ProgressBar):
 
     def _draw(self, progress: float, total: float | None, message: str | None) -> None:
         if self._bar is None:
-            self._bar = self._tqdm(total=total, desc=self.label, file=self.stream, leave=False, dynamic_ncols=True,
+            self._bar = self._tqdm(total=total, desc=printable(self.label), file=self.stream, leave=False, dynamic_ncols=True,
                                    mininterval=_INTERVAL, bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:g}/{total:g} [{elapsed}]{postfix}" if total
                                    else "{desc}: {n:g} [{elapsed}]{postfix}")
         bar = self._bar
@@ -129,6 +172,9 @@ class TqdmBar(ProgressBar):
     def _clear(self) -> None:
         if self._bar is not None:
             self._bar.close()
+
+    def _cleared(self) -> None:
+        self._bar = None  # made again (with its count) by the next update
 
 
 def _tqdm_class() -> Any:
@@ -171,10 +217,14 @@ class WaitNotice:
             self._thread.start()
 
     def _wait(self) -> None:
-        if not self._stopped.wait(self._delay):
+        if self._stopped.wait(self._delay) or not _SCREEN.acquire(blocking=False):
+            return  # answered, or a prompt holds the screen (the server asked something: it is not silent)
+        try:
             with contextlib.suppress(Exception):  # a notice must never break the command
-                self._stream.write(self._text + "\n")
+                self._stream.write(printable(self._text) + "\n")
                 self._stream.flush()
+        finally:
+            _SCREEN.release()
 
     def stop(self) -> None:
         """No line after this returns."""

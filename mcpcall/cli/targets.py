@@ -5,6 +5,10 @@ The config file is ``--config FILE`` when given. Otherwise the one
 list its servers (``servers``, ``tools`` with no SERVER), or to look up a word
 in SERVER position. A found file that cannot be read is then an error only
 for the commands that need it; a lookup goes on without it.
+
+VS Code's ``${input:ID}`` are left as written while the file is read to pick
+a server or list them (:mod:`.inputs`); :meth:`Configs.answered` answers them
+for the servers a command talks to.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 from ..config import ServerConfig, find_config, is_url, load_config, redact_url
 from ..errors import ConfigError
+from .inputs import UNANSWERED, Inputs
 from .words import UsageError, looks_like_server
 
 __all__ = ["Configs", "Target", "check_words_after_server", "demo_command", "pick_target"]
@@ -45,8 +50,9 @@ class Target:
 class Configs:
     """The config file in play (``--config``, else a found one, read when first needed)."""
 
-    def __init__(self, explicit: str | None) -> None:
+    def __init__(self, explicit: str | None, inputs: Inputs | None = None) -> None:
         self.explicit = explicit
+        self.inputs = inputs if inputs is not None else Inputs({})
         self._path: str | None = None
         self._servers: dict[str, ServerConfig] | None = None
         self._looked = False
@@ -64,7 +70,7 @@ class Configs:
             if path is None:
                 return None
             try:
-                self._servers = load_config(path, include_disabled=True)
+                self._servers = load_config(path, inputs=UNANSWERED, include_disabled=True)
                 self._path = path
             except ConfigError as exc:
                 if strict or self.explicit is not None:
@@ -73,6 +79,18 @@ class Configs:
                 _log.debug("ignoring config %s: %s", path, exc)
                 return None
         return self._servers
+
+    def answered(self, configs: dict[str, ServerConfig]) -> dict[str, ServerConfig]:
+        """``configs`` (of this file) with the inputs they use answered: ``--input``, else asked at a terminal."""
+        if self._path is None or not configs:
+            return configs
+        return self.inputs.answer(self._path, configs)
+
+    def answered_target(self, target: Target) -> Target:
+        """``target`` with its config's inputs answered (a target from no config as it is)."""
+        if target.config is None:
+            return target
+        return Target(target.label, target.spec, self.answered({target.label: target.config})[target.label])
 
     def enabled(self) -> dict[str, ServerConfig]:
         """The enabled servers of the file read (empty when none was)."""

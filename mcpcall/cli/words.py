@@ -6,6 +6,7 @@ import argparse
 import difflib
 import json
 import math
+import re
 import shutil
 from collections.abc import Sequence
 from typing import Any
@@ -15,8 +16,18 @@ from ..config import is_url, redact_url
 from ..errors import ConfigError
 from ..types import Tool
 
-__all__ = ["COMMANDS", "SIGN_IN_COMMANDS", "UsageError", "build_parser", "looks_like_server", "parse_arguments", "parse_prompt_arguments", "parse_value",
-           "split_words"]
+__all__ = [
+    "COMMANDS",
+    "SIGN_IN_COMMANDS",
+    "UsageError",
+    "build_parser",
+    "for_the_shell",
+    "looks_like_server",
+    "parse_arguments",
+    "parse_prompt_arguments",
+    "parse_value",
+    "split_words",
+]
 
 COMMANDS = ("servers", "tools", "call", "resources", "read", "prompts", "get-prompt", "ping", "info", "demo")
 #: Sign-in commands (``mcpcall login URL``); kept apart so the "commands:" line of errors stays as scripts know it.
@@ -72,6 +83,8 @@ def build_parser(config_note: str) -> argparse.ArgumentParser:
     p.add_argument("words", nargs="*", metavar="COMMAND [SERVER] ARGS", help="see above")
     p.add_argument("--config", metavar="FILE", help="a config file (mcpServers / VS Code servers); "
                    "default: .mcp.json, .vscode/mcp.json, .cursor/mcp.json here, ~/.cursor/mcp.json, Claude Desktop's")
+    p.add_argument("--input", action="append", default=[], metavar="ID=VALUE",
+                   help="the value of a config's ${input:ID} (VS Code inputs; repeatable); at a terminal the others are asked")
     p.add_argument("--check", action="store_true", help="servers: connect to each (in parallel) and report")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.add_argument("--version", action="version", version=f"mcpcall {__version__}")
@@ -199,3 +212,33 @@ def split_words(words: Sequence[str]) -> tuple[str | None, str, list[str]]:
     if looks_like_server(first) or shutil.which(first) is not None:
         raise UsageError(f"no command after server {redact_url(first)!r}; {_KNOWN}")
     raise UsageError(f"unknown command {first!r}; {_KNOWN}")
+
+
+# What the library's messages advise a Python caller, and what the command line says instead (the library speaks
+# to code; at a shell the same advice names an option or a command). Every error the CLI shows goes through
+# for_the_shell(); a message with none of these is shown as it is.
+_FOR_THE_SHELL: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), r) for p, r in (
+    (r"raise timeout=", "raise --timeout"),
+    (r"; check client\.capabilities before asking", "; `mcpcall info SERVER` shows what it offers"),
+    (r"pass it with load_config\(\.\.\., inputs=\{'((?:[^'\\]|\\.)*)': \.\.\.\}\)",
+     r"give --input \1=VALUE (or run the command at a terminal to be asked)"),
+    (r"\(give connect\(\) sampling=, elicitation=, roots= or handlers=\{method: fn\}\)",
+     "(the mcpcall command answers only elicitation; use the Python API for the rest)"),
+    ((r"call auth\.login\(url\) \(or run `mcpcall login URL`\) from your own code; mcpcall never opens a browser or "
+      r"prompts from inside a request"), "run `mcpcall login URL` at a terminal"),
+    (r"log in once with `mcpcall login URL` \(or OAuth\.login\) and share its token store, or pass redirect_handler=",
+     "run `mcpcall login URL` at a terminal first"),
+    (r"pass redirect_uri= with redirect_handler= \(or a handler that has a redirect_uri attribute\)",
+     "give --port N for the sign-in listener, or an oauth redirectUri in the config"),
+    (r"pass client_id= or client_metadata_url=", "give --client-id ID (or an oauth clientId in the config)"),
+    (r"pass client_id=", "give --client-id ID (or an oauth clientId in the config)"),
+    (r"\(pass issuer= to say which server they belong to, or register a client there\)",
+     "(leave out --client-id, or the config's oauth clientId, to register a client there)"),
+))
+
+
+def for_the_shell(text: str) -> str:
+    """A library message worded for the command line: Python advice (``timeout=``, ``client.capabilities``) as options."""
+    for pattern, replacement in _FOR_THE_SHELL:
+        text = pattern.sub(replacement, text)
+    return text
