@@ -316,3 +316,12 @@ def test_library_advice_is_worded_for_the_shell() -> None:
         for python in ("client.", "connect()", "redirect_handler=", "client_id=", "issuer=", "load_config", "timeout=",
                        "auth.login", "OAuth.login", "handlers="):
             assert python not in shell, (python, shell)
+
+
+def test_tools_of_every_server_with_one_that_has_none(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"bare": {"command": PYTHON, "args": [PEER, "bare"]},
+                                               "evil": {"command": PYTHON, "args": [PEER, "evil"]}}}))
+    code, out, err = run(["--config", str(path), "tools"], capsys)
+    assert code == 0, err
+    assert out.startswith("bare:\n  (no tools)\nevil:\n  t")

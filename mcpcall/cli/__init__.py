@@ -15,7 +15,7 @@
     mcpcall [OPTIONS] logout SERVER      --token-file PATH)
     mcpcall demo
 
-OPTIONS (``mcpcall --help`` describes each): ``--config FILE``, ``--check``,
+OPTIONS (``mcpcall --help`` describes each): ``--config FILE``, ``--input ID=VALUE``, ``--check``,
 ``--json``, ``--timeout SECONDS``, ``--protocol VERSION``, ``--env K=V``,
 ``--inherit-env``, ``--cwd DIR``, ``--stderr show|hide``, ``--header
 NAME:VALUE``, ``--bearer TOKEN``, the sign-in options above, ``--version``.
@@ -23,6 +23,19 @@ NAME:VALUE``, ``--bearer TOKEN``, the sign-in options above, ``--version``.
 Remote servers that ask for OAuth use the token ``mcpcall login`` stored
 (:mod:`.login`); without one, a command at a terminal runs the browser sign-in,
 and one whose stdin is not a terminal fails and says to run ``mcpcall login``.
+
+A server that asks a question (elicitation: the demo's ``confirm``) is
+answered at a terminal: its message on stderr, then accept (one line per form
+field), decline or cancel; Ctrl-D or Ctrl-C at the question cancels it. When
+stdin is no terminal the question is declined, and stderr says so (:mod:`.ask`).
+A VS Code config's ``${input:ID}`` takes ``--input ID=VALUE``; at a terminal
+the others are asked for (password inputs without echo), else the file's
+default is used, else the command fails naming the input. Listing the
+servers needs no input (:mod:`.inputs`).
+
+What a server sends is shown made printable: control characters other than
+newline and tab become ``\\xNN`` (no escape sequence reaches the terminal);
+``--json`` output is JSON with every control character escaped (:mod:`.output`).
 
 The older order, SERVER first (``mcpcall SERVER tools``, ``mcpcall SERVER call
 TOOL k=v``), works as well.
@@ -45,8 +58,9 @@ tools | head -1``: 128 + SIGPIPE, as shells report it; nothing is printed).
 
 Modules: :mod:`.words` (options and words), :mod:`.targets` (which server),
 :mod:`.commands` (one server), :mod:`.multi` (every server of a config),
-:mod:`.progress` (progress bars), :mod:`.login` (login, logout, OAuth for
-remote servers), :mod:`.output` (stdout and exit codes),
+:mod:`.progress` (progress bars), :mod:`.ask` (a server's questions),
+:mod:`.inputs` (a config's inputs), :mod:`.login` (login, logout, OAuth for
+remote servers), :mod:`.output` (stdout, printable text and exit codes),
 :mod:`.app` (``main``).
 """
 

@@ -115,4 +115,6 @@ def tools_everywhere(configs: Mapping[str, ServerConfig], timeout: float | None,
         for name, listed in by_server.items():
             out.write(f"{name}:\n")
             print_tools(listed, out, indent="  ")
+            if not listed:
+                out.write("  (no tools)\n")
     return EXIT_SERVER if errors else EXIT_OK

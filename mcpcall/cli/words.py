@@ -58,6 +58,9 @@ SERVER is a name in the config file, a URL (https://host/mcp) or a command line 
 ("npx -y @pkg/server"). Without one: for tools, every server of the config (--config, else a found
 one); for the others, the only server of --config; else the bundled demo server.
 
+A server's questions (elicitation) are asked at a terminal and declined elsewhere. A config's ${input:ID}
+takes --input ID=VALUE; at a terminal the others are asked for.
+
 Remote servers that ask for OAuth use the token `mcpcall login URL` stored (refreshed when it can be);
 without one, a command run at a terminal opens the browser, and one run from a script fails and says
 to run `mcpcall login`."""
