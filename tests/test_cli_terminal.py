@@ -310,11 +310,12 @@ def test_library_advice_is_worded_for_the_shell() -> None:
         "client registration: https://a has no registration_endpoint; pass client_id= or client_metadata_url=",
         "its credentials are not sent there (pass issuer= to say which server they belong to, or register a client there)",
         "config f: server 's': field 'env' uses input 'k': pass it with load_config(..., inputs={'k': ...})",
+        "server 's' sent a message of more than 67108864 bytes (raise max_message_bytes= if it is legitimate)",
     ]
     for text in texts:
         shell = for_the_shell(text)
         for python in ("client.", "connect()", "redirect_handler=", "client_id=", "issuer=", "load_config", "timeout=",
-                       "auth.login", "OAuth.login", "handlers="):
+                       "auth.login", "OAuth.login", "handlers=", "max_message_bytes"):
             assert python not in shell, (python, shell)
 
 

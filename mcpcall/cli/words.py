@@ -222,6 +222,7 @@ def split_words(words: Sequence[str]) -> tuple[str | None, str, list[str]]:
 # for_the_shell(); a message with none of these is shown as it is.
 _FOR_THE_SHELL: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), r) for p, r in (
     (r"raise timeout=", "raise --timeout"),
+    (r"raise max_message_bytes= if it is legitimate", "the command line's limit for one message"),
     (r"; check client\.capabilities before asking", "; `mcpcall info SERVER` shows what it offers"),
     (r"pass it with load_config\(\.\.\., inputs=\{'((?:[^'\\]|\\.)*)': \.\.\.\}\)",
      r"give --input \1=VALUE (or run the command at a terminal to be asked)"),
