@@ -326,3 +326,14 @@ def test_tools_of_every_server_with_one_that_has_none(tmp_path: Path, capsys: py
     code, out, err = run(["--config", str(path), "tools"], capsys)
     assert code == 0, err
     assert out.startswith("bare:\n  (no tools)\nevil:\n  t")
+
+
+def test_servers_check_asks_only_for_the_inputs_of_enabled_servers(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    path = _vscode_config(tmp_path)
+    config = json.loads(path.read_text())
+    config["servers"]["other"]["disabled"] = True
+    path.write_text(json.dumps(config))
+    code, out, err = run(["--config", str(path), "--input", "api-key=k", "servers", "--check"], capsys)
+    assert code == 0, err
+    assert "ok, 1 tools" in out and "(disabled)" in out and "other-token" not in err

@@ -245,7 +245,8 @@ def _dispatch(args: argparse.Namespace, words: list[str], out: Output) -> int:
         options = _connect_options(args)
         if not args.check:
             return servers_command(configs.path, found, False, args.timeout, options, args.json, out)
-        found, made = with_oauth_everywhere(configs.answered(found), args, options)
+        found = {**found, **configs.answered({n: c for n, c in found.items() if not c.disabled})}  # no input for a disabled one
+        found, made = with_oauth_everywhere(found, args, options)
         try:
             sign_in_where_needed(found, made)
             return servers_command(configs.path, found, True, args.timeout, options, args.json, out)
