@@ -374,7 +374,11 @@ class ToolRegistry:
         hinted = [s for s in states if parsed.name.startswith(self._stem(s.name))
                   and (s.tools is None or s.stale or not s.alive())]
         if hinted:
-            waiting.setdefault(max(hinted, key=lambda s: len(s.name)).name, []).append(outcome)
+            owner = max(hinted, key=lambda s: len(s.name))
+            # Counted as that server's call if it fails there (not listed, not reachable); a name the
+            # server turns out not to have is counted as nobody's.
+            outcome.server, outcome.tool = owner.name, self._tool_named(parsed.name, owner.name)
+            waiting.setdefault(owner.name, []).append(outcome)
         else:
             orphans.append(outcome)
 
@@ -385,11 +389,14 @@ class ToolRegistry:
             return
         found = self._names().lookup(outcome.name)
         if found is None:
-            if state is not None and not state.alive():
+            if state is not None and not (state.alive() and state.tools is not None):
+                # Its server is down or never listed its tools (a tools/list that timed out): whether
+                # it has the tool is not known, so the name is not called unknown.
                 self._fail(outcome, f"tool {outcome.name!r} was not called: {self._pool.down_text(state, deadline)}",
                            timeout=_timed_out(state, deadline))
             else:
-                self._fail(outcome, unknown_tool_text(outcome.name, self._names().names))
+                outcome.server = outcome.tool = ""  # a name no server has: nobody's call in the stats
+                self._fail(outcome, self._unknown_text(outcome.name))
             return
         outcome.server, outcome.tool = found
         target = self._pool.get(found[0])
@@ -505,7 +512,26 @@ class ToolRegistry:
                 found = self._names().lookup(name)
                 if found is not None:
                     return found
+        for state in hinted:
+            if state.tools is None:  # the server the name points to never listed its tools: not "no such tool"
+                raise state.error or RequestTimeout(f"server {state.name!r} did not list its tools in time")
         return None
+
+    def _unknown_text(self, name: str) -> str:
+        """No listed server has ``name``: say so, and which servers' tools are not known (they could not be listed)."""
+        text = unknown_tool_text(name, self._names().names)
+        unlisted = [s.name for s in self._pool.unlisted()]
+        if unlisted:
+            text += (f" The tools of server{'s' if len(unlisted) > 1 else ''} {', '.join(repr(n) for n in unlisted)} "
+                     "are not known: listing them failed or did not finish in time.")
+        return text
+
+    def _tool_named(self, name: str, server: str) -> str:
+        """The MCP tool of ``server`` that an exposed name stands for, before the server's tools are listed:
+        the one it was given for before, else the name without the prefix and server."""
+        with self._lock:
+            given = [tool for (owner, tool), exposed in self._given.items() if exposed == name and owner == server]
+        return given[0] if given else name[len(self._stem(server)):]
 
     def _forget_names(self) -> None:
         """A tool list changed: the names are made again when next needed."""

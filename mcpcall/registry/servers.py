@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from time import monotonic
 from typing import Any, Callable
 
+from ..auth.discovery import SignInRequired
 from ..client import Client
 from ..config import ServerConfig, is_url
 from ..config.files import _bare_entry
@@ -34,6 +35,7 @@ log = logging.getLogger("mcpcall.registry")
 _FIRST_BACKOFF = 0.5  # seconds before the second restart attempt; doubled each time
 _COOLDOWN = 60.0  # after max_restarts failed attempts in a row, one more try at most this often
 _QUICK_DEATH = 10.0  # a server that dies sooner than this after starting counts as a failed start
+_JOIN_GRACE = 1.0  # seconds past a connect's own deadline that its caller waits for the connecting thread
 
 
 class ServerState:
@@ -182,6 +184,7 @@ class ServerPool:
                     state.error = exc
                     state.stale = True
                     raise
+                state.error = None
                 self._changed()
             return client
         finally:
@@ -221,14 +224,19 @@ class ServerPool:
                 if self.closed:
                     client.close()  # built, never started: nothing else would close it
                     raise ConnectionClosed("the tool registry was closed")
-                client.connect(timeout=seconds)
+                _connect_unattended(client, seconds, state.name)
             finally:
                 state.connecting = None
         except BaseException as exc:
             if self.closed:
                 raise ConnectionClosed("the tool registry was closed") from None
-            state.failures += 1
             state.error = exc
+            if isinstance(exc, SignInRequired):
+                # Not a server in trouble: it waits for the user's auth.login(url), and the first call
+                # after that connects (no backoff; a connect that needs a sign-in fails at once).
+                log.warning("server %r needs a sign-in: %s", state.name, exc)
+                raise
+            state.failures += 1
             state.retry_at = monotonic() + self._delay(state.failures)
             log.warning("server %r could not be started: %s", state.name, exc)
             raise
@@ -278,6 +286,10 @@ class ServerPool:
         """Why ``state`` cannot take calls, in one line for a model (no error text: see :func:`model_text`)."""
         if self.closed:
             return "the tool registry was closed"
+        if state.alive() and state.tools is None:  # connected, but its tools/list failed or did not finish
+            if state.error is None or isinstance(state.error, RequestTimeout):
+                return f"server {state.name!r} did not list its tools in time; they are listed again on the next call"
+            return f"server {state.name!r} could not list its tools ({model_text(state.error)})"
         if state.error is None and monotonic() >= deadline:
             return f"server {state.name!r} did not connect in time"
         text = f"server {state.name!r} is not available ({model_text(state.error, state.ever_connected)})"
@@ -341,6 +353,9 @@ def model_text(exc: BaseException | None, started: bool = True) -> str:
         return "unknown error"
     if isinstance(exc, RequestTimeout):
         return "it did not answer in time"
+    if isinstance(exc, SignInRequired):
+        return ("it needs the user to sign in (OAuth) first: the application has to call auth.login(url) "
+                "or run `mcpcall login URL`")
     if isinstance(exc, ConnectionClosed):
         if exc.returncode is not None:
             return f"its process exited with code {exc.returncode}"
@@ -354,6 +369,39 @@ def model_text(exc: BaseException | None, started: bool = True) -> str:
     if isinstance(exc, SchemaValidationError):
         return f"its result does not match the tool's output schema at {exc.path}"
     return f"{type(exc).__name__}; details are in the application's log"
+
+
+def _connect_unattended(client: Client, seconds: float, name: str) -> None:
+    """``client.connect(timeout=seconds)`` on an ``mcpcall-connect-<server>`` thread, waited for here.
+
+    The registry never asks a person to sign in: not from ``execute`` (a model's turn), nor
+    from ``call``, ``tools`` or ``client``, whichever thread they run on, and however many
+    servers connect at once. The rule that decides is the client's own (``Client._sign_in``):
+    a sign-in that needs a person runs in ``connect()`` only on a thread of the user's, never
+    on one of mcpcall's. Every registry connect runs on one of mcpcall's threads, so it fails
+    at once with :class:`~mcpcall.SignInRequired` instead (the user calls ``auth.login(url)``
+    or runs ``mcpcall login URL``, and the next call connects).
+    """
+    if threading.current_thread().name.startswith("mcpcall-"):
+        client.connect(timeout=seconds)  # a connecting thread of connect_many already
+        return
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            client.connect(timeout=seconds)
+        except BaseException as exc:  # noqa: BLE001 - raised again on the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, name=f"mcpcall-connect-{name}", daemon=True)
+    thread.start()
+    # connect() keeps to its own deadline; the grace is for a thread switch, not for more work.
+    thread.join(seconds + _JOIN_GRACE)
+    if thread.is_alive():
+        client.close()  # ends the handshake under way; the thread then ends by itself
+        raise RequestTimeout(f"server {name!r} did not finish connecting within {seconds:g} s", timeout=seconds)
+    if failure:
+        raise failure[0]
 
 
 def _close_aside(client: Client, name: str) -> None:
