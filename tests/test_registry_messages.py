@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from time import monotonic
 from typing import Any
 
@@ -16,8 +17,10 @@ import requests
 
 import mcpcall
 from mcpcall import RequestTimeout, SignInRequired, ToolRegistry
+from tests.conftest import PYTHON
 from tests.servers.http_fault_server import FaultServer as HTTPFaultServer
 from tests.servers.oauth_server import OAuthServer
+from tests.test_peer_http import SDK_HTTP_SERVER, Peer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -115,3 +118,43 @@ def test_a_server_slow_to_list_its_tools_is_a_timeout_not_an_unknown_tool() -> N
             assert "mcp__slow__nope" not in registry.stats()
     finally:
         server.stop()
+
+
+# -- item 17: a remote server that restarted -----------------------------------------------------
+
+
+def _sdk_peer(tmp_path: Path, label: str, port: int = 0) -> Peer:
+    return Peer([PYTHON, str(SDK_HTTP_SERVER), str(port)], tmp_path / f"{label}.stderr")
+
+
+def test_a_remote_server_that_restarted_gets_the_call_again_in_a_new_session(tmp_path: Path) -> None:
+    pytest.importorskip("mcp", reason="the official MCP SDK (PyPI mcp, Python >= 3.10) is not installed")
+    pytest.importorskip("uvicorn")
+    peer = _sdk_peer(tmp_path, "first")
+    port = peer.port
+    try:
+        # Legacy era: a session (Mcp-Session-Id) that a restarted server no longer knows.
+        with ToolRegistry({"remote": {"url": f"http://127.0.0.1:{port}/mcp"}}, timeout=20,
+                          connect_options={"protocol": "legacy"}) as registry:
+            assert registry.execute(openai_call("mcp__remote__echo", {"message": "before"}))["content"] == "before"
+
+            peer.stop()  # down: a URL is reconnected to, never "restarted"
+            down = registry.execute(openai_call("mcp__remote__echo", {"message": "down"}), timeout=5)["content"]
+            assert down.startswith("Error: ") and "server 'remote' could not be reached" in down, down
+            assert "mcpcall will reconnect on the next call" in down and "restart" not in down, down
+
+            peer = _sdk_peer(tmp_path, "second", port)  # up again on the same port, with no sessions
+            started = monotonic()
+            after = registry.execute(openai_call("mcp__remote__echo", {"message": "after"}), timeout=10)
+            assert after["content"] == "after"  # the 404 for the old session: sent once more, in a new session
+            assert monotonic() - started < 10 + 1.5
+            stats = registry.stats()["mcp__remote__echo"]
+            assert (stats.calls, stats.errors, stats.timeouts, stats.retries) == (3, 1, 0, 1)
+
+            peer.stop()
+            peer = _sdk_peer(tmp_path, "third", port)
+            assert registry.call("mcp__remote__echo", {"message": "code"}, timeout=10).text == "code"  # call() too
+            stats = registry.stats()["mcp__remote__echo"]
+            assert (stats.calls, stats.errors, stats.retries) == (4, 1, 2)
+    finally:
+        peer.stop()

@@ -28,7 +28,7 @@ from typing import Any, Callable, Literal
 
 from ..client import Client
 from ..config import load_config
-from ..errors import ConfigError, ConnectionClosed, InvalidRequest, MCPError, RequestTimeout, RPCError
+from ..errors import ConfigError, ConnectionClosed, InvalidRequest, MCPError, RequestTimeout, RPCError, SessionExpired
 from ..forking import on_fork_in_child
 from ..types import CallToolResult, Tool, ToolList
 from ..types._record import record
@@ -67,7 +67,7 @@ class RegisteredTool:
 class _Outcome:
     """One call on its way: either a message already (it failed before it was sent) or a Future."""
 
-    __slots__ = ("future", "message", "name", "parsed", "server", "started", "tool")
+    __slots__ = ("future", "message", "name", "parsed", "retried", "server", "started", "tool")
 
     def __init__(self, parsed: ParsedCall, name: str) -> None:
         self.parsed = parsed
@@ -77,6 +77,7 @@ class _Outcome:
         self.started = monotonic()
         self.future: Future[CallToolResult] | None = None
         self.message: dict[str, Any] | None = None
+        self.retried = False  # sent a second time, in a new session
 
     def elapsed(self) -> float:
         """Seconds from sending to the answer (not to when the caller got round to it)."""
@@ -273,14 +274,26 @@ class ToolRegistry:
         if left <= 0:
             raise RequestTimeout(f"tool {tool!r} of server {server!r} was not called: no time left after connecting")
         started = monotonic()
+        retried = False
         try:
-            result = client.call_tool(tool, arguments, timeout=left)
+            try:
+                result = client.call_tool(tool, arguments, timeout=left)
+            except SessionExpired as exc:  # not run: once more in a new session, as execute() does
+                left = deadline - monotonic()
+                if left <= 0 or not client.alive:
+                    raise
+                retried = True
+                log.info("server %r no longer knew our session (%s); sending tool %r again in a new session",
+                         server, exc, tool)
+                result = client.call_tool(tool, arguments, timeout=left)
         except BaseException as exc:
             self._pool.failed(state, exc)
-            self._stats.record(name, server, tool, monotonic() - started, model_text(exc), isinstance(exc, RequestTimeout))
+            self._stats.record(name, server, tool, monotonic() - started, model_text(exc), isinstance(exc, RequestTimeout),
+                               retried=retried)
             raise
         self._pool.succeeded(state)
-        self._stats.record(name, server, tool, monotonic() - started, "isError" if result.is_error else None)
+        self._stats.record(name, server, tool, monotonic() - started, "isError" if result.is_error else None,
+                           retried=retried)
         return result
 
     def resolve(self, name: str, timeout: float | None = None) -> tuple[str, str]:
@@ -428,7 +441,12 @@ class ToolRegistry:
         assert outcome.future is not None
         what = f"tool {outcome.tool!r} of server {outcome.server!r}"
         try:
-            result = outcome.future.result(timeout=max(deadline - monotonic(), 0.0))
+            try:
+                result = outcome.future.result(timeout=max(deadline - monotonic(), 0.0))
+            except SessionExpired as exc:
+                if not self._send_again(outcome, exc, deadline):
+                    raise
+                result = outcome.future.result(timeout=max(deadline - monotonic(), 0.0))
         except (RequestTimeout, FutureTimeout):
             outcome.future.cancel()  # tells the server
             seconds = deadline - outcome.started
@@ -439,8 +457,7 @@ class ToolRegistry:
             log.warning("%s failed: %s", what, exc)
             if self._pool.closed:
                 return self._done(outcome, f"{what} failed: the tool registry was closed")
-            return self._done(outcome, f"{what} failed: server {outcome.server!r} went away "
-                                       f"({model_text(exc)}); it will be restarted on the next call")
+            return self._done(outcome, f"{what} failed: {self._pool.gone_text(state, exc)}")
         except RPCError as exc:  # the server's own words about the call: the model may read them
             self._pool.succeeded(self._pool.get(outcome.server))  # it answered: alive and well
             return self._done(outcome, f"{what} failed: {exc.message[:_MAX_RPC_TEXT]} (JSON-RPC error {exc.code})")
@@ -454,11 +471,31 @@ class ToolRegistry:
         if result.is_error:
             error = "isError"
         self._pool.succeeded(self._pool.get(outcome.server))  # it answered: not a server in a crash loop
-        self._stats.record(outcome.name, outcome.server, outcome.tool, outcome.elapsed(), error)
+        self._stats.record(outcome.name, outcome.server, outcome.tool, outcome.elapsed(), error, retried=outcome.retried)
         return tool_message(outcome.parsed, text=result_text(result), is_error=result.is_error, result=result)
 
+    def _send_again(self, outcome: _Outcome, exc: SessionExpired, deadline: float) -> bool:
+        """The server refused the call for a session it no longer knows (a remote server that restarted): the
+        call was not run, so it goes once more, in a new session (the client opens it first), within the same
+        deadline. False when it cannot (sent again already, no time left, the client gone)."""
+        client = self._pool.get(outcome.server).client
+        if outcome.retried or self._pool.closed or client is None or not client.alive or deadline - monotonic() <= 0:
+            return False
+        outcome.retried = True
+        log.info("server %r no longer knew our session (%s); sending tool %r again in a new session",
+                 outcome.server, exc, outcome.tool)
+        try:
+            outcome.future = client.call_tool_future(outcome.tool, outcome.parsed.arguments,
+                                                     timeout=max(deadline - monotonic(), 1e-3))
+        except MCPError as failure:  # the new session could not be opened in time, the client closed, …
+            failed: Future[CallToolResult] = Future()
+            failed.set_exception(failure)
+            outcome.future = failed
+        return True
+
     def _done(self, outcome: _Outcome, text: str, timeout: bool = False) -> dict[str, Any]:
-        self._stats.record(outcome.name, outcome.server, outcome.tool, outcome.elapsed(), text, timeout)
+        self._stats.record(outcome.name, outcome.server, outcome.tool, outcome.elapsed(), text, timeout,
+                           retried=outcome.retried)
         return tool_message(outcome.parsed, text=text, is_error=True)
 
     def _fail(self, outcome: _Outcome, text: str, timeout: bool = False) -> None:

@@ -23,7 +23,16 @@ from ..auth.discovery import SignInRequired
 from ..client import Client
 from ..config import ServerConfig, is_url
 from ..config.files import _bare_entry
-from ..errors import ConfigError, ConnectionClosed, ForkedClient, HTTPError, MCPError, RequestTimeout, SchemaValidationError
+from ..errors import (
+    ConfigError,
+    ConnectionClosed,
+    ForkedClient,
+    HTTPError,
+    MCPError,
+    RequestTimeout,
+    SchemaValidationError,
+    SessionExpired,
+)
 from ..forking import on_fork_in_child
 from ..notebook import release
 from ..types import Tool
@@ -58,6 +67,18 @@ class ServerState:
     def alive(self) -> bool:
         """True while its client can take requests."""
         return self.client is not None and self.client.alive
+
+    @property
+    def remote(self) -> bool:
+        """A server at a URL: it is reconnected to, never restarted (mcpcall does not run it)."""
+        if self.config is not None:
+            return self.config.kind == "http"
+        return isinstance(getattr(getattr(self.client, "transport", None), "url", None), str)
+
+    @property
+    def start(self) -> str:
+        """What the registry does to bring it back, for messages: "start it" or "connect to it"."""
+        return "connect to it" if self.remote else "start it"
 
 
 class ServerPool:
@@ -203,18 +224,19 @@ class ServerPool:
                 if state.failures > 1:
                     state.retry_at = monotonic() + self._delay(state.failures - 1)
         if state.config is None:
-            exc: BaseException = ConnectionClosed(f"server {state.name!r} is gone and cannot be restarted "
+            exc: BaseException = ConnectionClosed(f"server {state.name!r} is gone and cannot be "
+                                                  f"{'reconnected' if state.remote else 'restarted'} "
                                                   "(it was given to the registry as a connected client)")
             state.error = exc
             raise exc
         wait = state.retry_at - monotonic()
         if wait > 0:
-            raise ConnectionClosed(f"server {state.name!r} is down; the next attempt to start it is in {wait:.1f} s")
+            raise ConnectionClosed(f"server {state.name!r} is down; the next attempt to {state.start} is in {wait:.1f} s")
         seconds = deadline - monotonic()
         if seconds <= 0:
             raise RequestTimeout(f"no time left to connect to server {state.name!r}")
         if state.ever_connected:
-            log.warning("server %r is gone; restarting it", state.name)
+            log.warning("server %r is gone; %s", state.name, "reconnecting" if state.remote else "restarting it")
         try:
             # Built, then connected within what is left of the caller's deadline; its own default timeout
             # for later requests stays the configured one.
@@ -277,8 +299,22 @@ class ServerPool:
         except MCPError as exc:
             log.debug("server %r: no tool change notifications (%s)", state.name, exc)
 
+    def gone_text(self, state: ServerState, exc: BaseException) -> str:
+        """A call failed because ``state``'s server went away or could not be reached: what happened and what
+        the next call does, in one line for a model, true for both kinds of server."""
+        if _unreachable(exc):
+            happened = f"server {state.name!r} could not be reached"
+        else:
+            happened = f"server {state.name!r} went away ({model_text(exc)})"
+        if state.remote and state.alive():  # the same client sends the next request, on a new connection
+            return f"{happened}; mcpcall will reconnect on the next call"
+        if state.config is None:
+            return f"{happened}; it cannot be {'reconnected' if state.remote else 'restarted'} (it was given to the " \
+                   "registry as a connected client)"
+        return f"{happened}; {'mcpcall will reconnect' if state.remote else 'it will be restarted'} on the next call"
+
     def failed(self, state: ServerState, exc: BaseException) -> None:
-        """Note a failure seen by a call: a dead server is restarted on the next call."""
+        """Note a failure seen by a call: a dead server is restarted (or reconnected to) on the next call."""
         if isinstance(exc, (ConnectionClosed, ForkedClient)):
             state.error = exc
 
@@ -295,7 +331,7 @@ class ServerPool:
         text = f"server {state.name!r} is not available ({model_text(state.error, state.ever_connected)})"
         wait = state.retry_at - monotonic()
         if wait > 0 and state.failures:
-            text += f"; the next attempt to start it is in {wait:.1f} s"
+            text += f"; the next attempt to {state.start} is in {wait:.1f} s"
         return text
 
 
@@ -359,7 +395,11 @@ def model_text(exc: BaseException | None, started: bool = True) -> str:
     if isinstance(exc, ConnectionClosed):
         if exc.returncode is not None:
             return f"its process exited with code {exc.returncode}"
-        return "its connection closed" if started else "it could not be started or reached; details are in the application's log"
+        if not started:
+            return "it could not be started or reached; details are in the application's log"
+        return "it could not be reached" if _unreachable(exc) else "its connection closed"
+    if isinstance(exc, SessionExpired):
+        return "it no longer knew our session (it may have restarted); the next call starts a new session"
     if isinstance(exc, HTTPError):
         return f"it answered HTTP {exc.status}" if exc.status else "its HTTP endpoint failed"
     if isinstance(exc, ConfigError):
@@ -369,6 +409,11 @@ def model_text(exc: BaseException | None, started: bool = True) -> str:
     if isinstance(exc, SchemaValidationError):
         return f"its result does not match the tool's output schema at {exc.path}"
     return f"{type(exc).__name__}; details are in the application's log"
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """A remote server that could not be reached at all (refused, unresolvable, no TCP connection in time)."""
+    return isinstance(exc, ConnectionClosed) and exc.reason.startswith("could not reach")
 
 
 def _connect_unattended(client: Client, seconds: float, name: str) -> None:
