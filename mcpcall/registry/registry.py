@@ -299,7 +299,9 @@ class ToolRegistry:
     def resolve(self, name: str, timeout: float | None = None) -> tuple[str, str]:
         """``(server, tool)`` of an exposed name; listing servers not listed yet if needed.
 
-        Raises :class:`~mcpcall.errors.InvalidRequest` for a name no server has.
+        Raises :class:`~mcpcall.errors.InvalidRequest` for a name no server has; when the server
+        the name points to could not list its tools, that server's error (a
+        :class:`~mcpcall.errors.RequestTimeout`, :class:`~mcpcall.SignInRequired`, …) instead.
         """
         found = self._resolve(name, monotonic() + (self.timeout if timeout is None else timeout))
         if found is None:
