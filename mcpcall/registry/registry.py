@@ -28,7 +28,7 @@ from typing import Any, Callable, Literal
 
 from ..client import Client
 from ..config import load_config
-from ..errors import ConfigError, ConnectionClosed, InvalidRequest, MCPError, RequestTimeout, RPCError
+from ..errors import ConfigError, ConnectionClosed, InvalidRequest, MCPError, RequestTimeout, RPCError, SessionExpired
 from ..forking import on_fork_in_child
 from ..types import CallToolResult, Tool, ToolList
 from ..types._record import record
@@ -67,7 +67,7 @@ class RegisteredTool:
 class _Outcome:
     """One call on its way: either a message already (it failed before it was sent) or a Future."""
 
-    __slots__ = ("future", "message", "name", "parsed", "server", "started", "tool")
+    __slots__ = ("future", "message", "name", "parsed", "retried", "server", "started", "tool")
 
     def __init__(self, parsed: ParsedCall, name: str) -> None:
         self.parsed = parsed
@@ -77,6 +77,7 @@ class _Outcome:
         self.started = monotonic()
         self.future: Future[CallToolResult] | None = None
         self.message: dict[str, Any] | None = None
+        self.retried = False  # sent a second time, in a new session
 
     def elapsed(self) -> float:
         """Seconds from sending to the answer (not to when the caller got round to it)."""
@@ -273,20 +274,34 @@ class ToolRegistry:
         if left <= 0:
             raise RequestTimeout(f"tool {tool!r} of server {server!r} was not called: no time left after connecting")
         started = monotonic()
+        retried = False
         try:
-            result = client.call_tool(tool, arguments, timeout=left)
+            try:
+                result = client.call_tool(tool, arguments, timeout=left)
+            except SessionExpired as exc:  # not run: once more in a new session, as execute() does
+                left = deadline - monotonic()
+                if left <= 0 or not client.alive:
+                    raise
+                retried = True
+                log.info("server %r no longer knew our session (%s); sending tool %r again in a new session",
+                         server, exc, tool)
+                result = client.call_tool(tool, arguments, timeout=left)
         except BaseException as exc:
             self._pool.failed(state, exc)
-            self._stats.record(name, server, tool, monotonic() - started, model_text(exc), isinstance(exc, RequestTimeout))
+            self._stats.record(name, server, tool, monotonic() - started, model_text(exc), isinstance(exc, RequestTimeout),
+                               retried=retried)
             raise
         self._pool.succeeded(state)
-        self._stats.record(name, server, tool, monotonic() - started, "isError" if result.is_error else None)
+        self._stats.record(name, server, tool, monotonic() - started, "isError" if result.is_error else None,
+                           retried=retried)
         return result
 
     def resolve(self, name: str, timeout: float | None = None) -> tuple[str, str]:
         """``(server, tool)`` of an exposed name; listing servers not listed yet if needed.
 
-        Raises :class:`~mcpcall.errors.InvalidRequest` for a name no server has.
+        Raises :class:`~mcpcall.errors.InvalidRequest` for a name no server has; when the server
+        the name points to could not list its tools, that server's error (a
+        :class:`~mcpcall.errors.RequestTimeout`, :class:`~mcpcall.SignInRequired`, …) instead.
         """
         found = self._resolve(name, monotonic() + (self.timeout if timeout is None else timeout))
         if found is None:
@@ -374,7 +389,11 @@ class ToolRegistry:
         hinted = [s for s in states if parsed.name.startswith(self._stem(s.name))
                   and (s.tools is None or s.stale or not s.alive())]
         if hinted:
-            waiting.setdefault(max(hinted, key=lambda s: len(s.name)).name, []).append(outcome)
+            owner = max(hinted, key=lambda s: len(s.name))
+            # Counted as that server's call if it fails there (not listed, not reachable); a name the
+            # server turns out not to have is counted as nobody's.
+            outcome.server, outcome.tool = owner.name, self._tool_named(parsed.name, owner.name)
+            waiting.setdefault(owner.name, []).append(outcome)
         else:
             orphans.append(outcome)
 
@@ -385,11 +404,14 @@ class ToolRegistry:
             return
         found = self._names().lookup(outcome.name)
         if found is None:
-            if state is not None and not state.alive():
+            if state is not None and not (state.alive() and state.tools is not None):
+                # Its server is down or never listed its tools (a tools/list that timed out): whether
+                # it has the tool is not known, so the name is not called unknown.
                 self._fail(outcome, f"tool {outcome.name!r} was not called: {self._pool.down_text(state, deadline)}",
                            timeout=_timed_out(state, deadline))
             else:
-                self._fail(outcome, unknown_tool_text(outcome.name, self._names().names))
+                outcome.server = outcome.tool = ""  # a name no server has: nobody's call in the stats
+                self._fail(outcome, self._unknown_text(outcome.name))
             return
         outcome.server, outcome.tool = found
         target = self._pool.get(found[0])
@@ -421,7 +443,12 @@ class ToolRegistry:
         assert outcome.future is not None
         what = f"tool {outcome.tool!r} of server {outcome.server!r}"
         try:
-            result = outcome.future.result(timeout=max(deadline - monotonic(), 0.0))
+            try:
+                result = outcome.future.result(timeout=max(deadline - monotonic(), 0.0))
+            except SessionExpired as exc:
+                if not self._send_again(outcome, exc, deadline):
+                    raise
+                result = outcome.future.result(timeout=max(deadline - monotonic(), 0.0))
         except (RequestTimeout, FutureTimeout):
             outcome.future.cancel()  # tells the server
             seconds = deadline - outcome.started
@@ -432,8 +459,7 @@ class ToolRegistry:
             log.warning("%s failed: %s", what, exc)
             if self._pool.closed:
                 return self._done(outcome, f"{what} failed: the tool registry was closed")
-            return self._done(outcome, f"{what} failed: server {outcome.server!r} went away "
-                                       f"({model_text(exc)}); it will be restarted on the next call")
+            return self._done(outcome, f"{what} failed: {self._pool.gone_text(state, exc)}")
         except RPCError as exc:  # the server's own words about the call: the model may read them
             self._pool.succeeded(self._pool.get(outcome.server))  # it answered: alive and well
             return self._done(outcome, f"{what} failed: {exc.message[:_MAX_RPC_TEXT]} (JSON-RPC error {exc.code})")
@@ -447,11 +473,31 @@ class ToolRegistry:
         if result.is_error:
             error = "isError"
         self._pool.succeeded(self._pool.get(outcome.server))  # it answered: not a server in a crash loop
-        self._stats.record(outcome.name, outcome.server, outcome.tool, outcome.elapsed(), error)
+        self._stats.record(outcome.name, outcome.server, outcome.tool, outcome.elapsed(), error, retried=outcome.retried)
         return tool_message(outcome.parsed, text=result_text(result), is_error=result.is_error, result=result)
 
+    def _send_again(self, outcome: _Outcome, exc: SessionExpired, deadline: float) -> bool:
+        """The server refused the call for a session it no longer knows (a remote server that restarted): the
+        call was not run, so it goes once more, in a new session (the client opens it first), within the same
+        deadline. False when it cannot (sent again already, no time left, the client gone)."""
+        client = self._pool.get(outcome.server).client
+        if outcome.retried or self._pool.closed or client is None or not client.alive or deadline - monotonic() <= 0:
+            return False
+        outcome.retried = True
+        log.info("server %r no longer knew our session (%s); sending tool %r again in a new session",
+                 outcome.server, exc, outcome.tool)
+        try:
+            outcome.future = client.call_tool_future(outcome.tool, outcome.parsed.arguments,
+                                                     timeout=max(deadline - monotonic(), 1e-3))
+        except MCPError as failure:  # the new session could not be opened in time, the client closed, …
+            failed: Future[CallToolResult] = Future()
+            failed.set_exception(failure)
+            outcome.future = failed
+        return True
+
     def _done(self, outcome: _Outcome, text: str, timeout: bool = False) -> dict[str, Any]:
-        self._stats.record(outcome.name, outcome.server, outcome.tool, outcome.elapsed(), text, timeout)
+        self._stats.record(outcome.name, outcome.server, outcome.tool, outcome.elapsed(), text, timeout,
+                           retried=outcome.retried)
         return tool_message(outcome.parsed, text=text, is_error=True)
 
     def _fail(self, outcome: _Outcome, text: str, timeout: bool = False) -> None:
@@ -505,7 +551,26 @@ class ToolRegistry:
                 found = self._names().lookup(name)
                 if found is not None:
                     return found
+        for state in hinted:
+            if state.tools is None:  # the server the name points to never listed its tools: not "no such tool"
+                raise state.error or RequestTimeout(f"server {state.name!r} did not list its tools in time")
         return None
+
+    def _unknown_text(self, name: str) -> str:
+        """No listed server has ``name``: say so, and which servers' tools are not known (they could not be listed)."""
+        text = unknown_tool_text(name, self._names().names)
+        unlisted = [s.name for s in self._pool.unlisted()]
+        if unlisted:
+            text += (f" The tools of server{'s' if len(unlisted) > 1 else ''} {', '.join(repr(n) for n in unlisted)} "
+                     "are not known: listing them failed or did not finish in time.")
+        return text
+
+    def _tool_named(self, name: str, server: str) -> str:
+        """The MCP tool of ``server`` that an exposed name stands for, before the server's tools are listed:
+        the one it was given for before, else the name without the prefix and server."""
+        with self._lock:
+            given = [tool for (owner, tool), exposed in self._given.items() if exposed == name and owner == server]
+        return given[0] if given else name[len(self._stem(server)):]
 
     def _forget_names(self) -> None:
         """A tool list changed: the names are made again when next needed."""

@@ -19,10 +19,20 @@ from collections.abc import Mapping, Sequence
 from time import monotonic
 from typing import Any, Callable
 
+from ..auth.discovery import SignInRequired
 from ..client import Client
 from ..config import ServerConfig, is_url
 from ..config.files import _bare_entry
-from ..errors import ConfigError, ConnectionClosed, ForkedClient, HTTPError, MCPError, RequestTimeout, SchemaValidationError
+from ..errors import (
+    ConfigError,
+    ConnectionClosed,
+    ForkedClient,
+    HTTPError,
+    MCPError,
+    RequestTimeout,
+    SchemaValidationError,
+    SessionExpired,
+)
 from ..forking import on_fork_in_child
 from ..notebook import release
 from ..types import Tool
@@ -34,6 +44,7 @@ log = logging.getLogger("mcpcall.registry")
 _FIRST_BACKOFF = 0.5  # seconds before the second restart attempt; doubled each time
 _COOLDOWN = 60.0  # after max_restarts failed attempts in a row, one more try at most this often
 _QUICK_DEATH = 10.0  # a server that dies sooner than this after starting counts as a failed start
+_JOIN_GRACE = 1.0  # seconds past a connect's own deadline that its caller waits for the connecting thread
 
 
 class ServerState:
@@ -56,6 +67,18 @@ class ServerState:
     def alive(self) -> bool:
         """True while its client can take requests."""
         return self.client is not None and self.client.alive
+
+    @property
+    def remote(self) -> bool:
+        """A server at a URL: it is reconnected to, never restarted (mcpcall does not run it)."""
+        if self.config is not None:
+            return self.config.kind == "http"
+        return isinstance(getattr(getattr(self.client, "transport", None), "url", None), str)
+
+    @property
+    def start(self) -> str:
+        """What the registry does to bring it back, for messages: "start it" or "connect to it"."""
+        return "connect to it" if self.remote else "start it"
 
 
 class ServerPool:
@@ -182,6 +205,7 @@ class ServerPool:
                     state.error = exc
                     state.stale = True
                     raise
+                state.error = None
                 self._changed()
             return client
         finally:
@@ -200,18 +224,19 @@ class ServerPool:
                 if state.failures > 1:
                     state.retry_at = monotonic() + self._delay(state.failures - 1)
         if state.config is None:
-            exc: BaseException = ConnectionClosed(f"server {state.name!r} is gone and cannot be restarted "
+            exc: BaseException = ConnectionClosed(f"server {state.name!r} is gone and cannot be "
+                                                  f"{'reconnected' if state.remote else 'restarted'} "
                                                   "(it was given to the registry as a connected client)")
             state.error = exc
             raise exc
         wait = state.retry_at - monotonic()
         if wait > 0:
-            raise ConnectionClosed(f"server {state.name!r} is down; the next attempt to start it is in {wait:.1f} s")
+            raise ConnectionClosed(f"server {state.name!r} is down; the next attempt to {state.start} is in {wait:.1f} s")
         seconds = deadline - monotonic()
         if seconds <= 0:
             raise RequestTimeout(f"no time left to connect to server {state.name!r}")
         if state.ever_connected:
-            log.warning("server %r is gone; restarting it", state.name)
+            log.warning("server %r is gone; %s", state.name, "reconnecting" if state.remote else "restarting it")
         try:
             # Built, then connected within what is left of the caller's deadline; its own default timeout
             # for later requests stays the configured one.
@@ -221,14 +246,19 @@ class ServerPool:
                 if self.closed:
                     client.close()  # built, never started: nothing else would close it
                     raise ConnectionClosed("the tool registry was closed")
-                client.connect(timeout=seconds)
+                _connect_unattended(client, seconds, state.name)
             finally:
                 state.connecting = None
         except BaseException as exc:
             if self.closed:
                 raise ConnectionClosed("the tool registry was closed") from None
-            state.failures += 1
             state.error = exc
+            if isinstance(exc, SignInRequired):
+                # Not a server in trouble: it waits for the user's auth.login(url), and the first call
+                # after that connects (no backoff; a connect that needs a sign-in fails at once).
+                log.warning("server %r needs a sign-in: %s", state.name, exc)
+                raise
+            state.failures += 1
             state.retry_at = monotonic() + self._delay(state.failures)
             log.warning("server %r could not be started: %s", state.name, exc)
             raise
@@ -269,8 +299,22 @@ class ServerPool:
         except MCPError as exc:
             log.debug("server %r: no tool change notifications (%s)", state.name, exc)
 
+    def gone_text(self, state: ServerState, exc: BaseException) -> str:
+        """A call failed because ``state``'s server went away or could not be reached: what happened and what
+        the next call does, in one line for a model, true for both kinds of server."""
+        if _unreachable(exc):
+            happened = f"server {state.name!r} could not be reached"
+        else:
+            happened = f"server {state.name!r} went away ({model_text(exc)})"
+        if state.remote and state.alive():  # the same client sends the next request, on a new connection
+            return f"{happened}; mcpcall will reconnect on the next call"
+        if state.config is None:
+            return f"{happened}; it cannot be {'reconnected' if state.remote else 'restarted'} (it was given to the " \
+                   "registry as a connected client)"
+        return f"{happened}; {'mcpcall will reconnect' if state.remote else 'it will be restarted'} on the next call"
+
     def failed(self, state: ServerState, exc: BaseException) -> None:
-        """Note a failure seen by a call: a dead server is restarted on the next call."""
+        """Note a failure seen by a call: a dead server is restarted (or reconnected to) on the next call."""
         if isinstance(exc, (ConnectionClosed, ForkedClient)):
             state.error = exc
 
@@ -278,12 +322,16 @@ class ServerPool:
         """Why ``state`` cannot take calls, in one line for a model (no error text: see :func:`model_text`)."""
         if self.closed:
             return "the tool registry was closed"
+        if state.alive() and state.tools is None:  # connected, but its tools/list failed or did not finish
+            if state.error is None or isinstance(state.error, RequestTimeout):
+                return f"server {state.name!r} did not list its tools in time; they are listed again on the next call"
+            return f"server {state.name!r} could not list its tools ({model_text(state.error)})"
         if state.error is None and monotonic() >= deadline:
             return f"server {state.name!r} did not connect in time"
         text = f"server {state.name!r} is not available ({model_text(state.error, state.ever_connected)})"
         wait = state.retry_at - monotonic()
         if wait > 0 and state.failures:
-            text += f"; the next attempt to start it is in {wait:.1f} s"
+            text += f"; the next attempt to {state.start} is in {wait:.1f} s"
         return text
 
 
@@ -341,10 +389,17 @@ def model_text(exc: BaseException | None, started: bool = True) -> str:
         return "unknown error"
     if isinstance(exc, RequestTimeout):
         return "it did not answer in time"
+    if isinstance(exc, SignInRequired):
+        return ("it needs the user to sign in (OAuth) first: the application has to call auth.login(url) "
+                "or run `mcpcall login URL`")
     if isinstance(exc, ConnectionClosed):
         if exc.returncode is not None:
             return f"its process exited with code {exc.returncode}"
-        return "its connection closed" if started else "it could not be started or reached; details are in the application's log"
+        if not started:
+            return "it could not be started or reached; details are in the application's log"
+        return "it could not be reached" if _unreachable(exc) else "its connection closed"
+    if isinstance(exc, SessionExpired):
+        return "it no longer knew our session (it may have restarted); the next call starts a new session"
     if isinstance(exc, HTTPError):
         return f"it answered HTTP {exc.status}" if exc.status else "its HTTP endpoint failed"
     if isinstance(exc, ConfigError):
@@ -354,6 +409,44 @@ def model_text(exc: BaseException | None, started: bool = True) -> str:
     if isinstance(exc, SchemaValidationError):
         return f"its result does not match the tool's output schema at {exc.path}"
     return f"{type(exc).__name__}; details are in the application's log"
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """A remote server that could not be reached at all (refused, unresolvable, no TCP connection in time)."""
+    return isinstance(exc, ConnectionClosed) and exc.reason.startswith("could not reach")
+
+
+def _connect_unattended(client: Client, seconds: float, name: str) -> None:
+    """``client.connect(timeout=seconds)`` on an ``mcpcall-connect-<server>`` thread, waited for here.
+
+    The registry never asks a person to sign in: not from ``execute`` (a model's turn), nor
+    from ``call``, ``tools`` or ``client``, whichever thread they run on, and however many
+    servers connect at once. The rule that decides is the client's own (``Client._sign_in``):
+    a sign-in that needs a person runs in ``connect()`` only on a thread of the user's, never
+    on one of mcpcall's. Every registry connect runs on one of mcpcall's threads, so it fails
+    at once with :class:`~mcpcall.SignInRequired` instead (the user calls ``auth.login(url)``
+    or runs ``mcpcall login URL``, and the next call connects).
+    """
+    if threading.current_thread().name.startswith("mcpcall-"):
+        client.connect(timeout=seconds)  # a connecting thread of connect_many already
+        return
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            client.connect(timeout=seconds)
+        except BaseException as exc:  # noqa: BLE001 - raised again on the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, name=f"mcpcall-connect-{name}", daemon=True)
+    thread.start()
+    # connect() keeps to its own deadline; the grace is for a thread switch, not for more work.
+    thread.join(seconds + _JOIN_GRACE)
+    if thread.is_alive():
+        client.close()  # ends the handshake under way; the thread then ends by itself
+        raise RequestTimeout(f"server {name!r} did not finish connecting within {seconds:g} s", timeout=seconds)
+    if failure:
+        raise failure[0]
 
 
 def _close_aside(client: Client, name: str) -> None:

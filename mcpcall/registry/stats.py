@@ -23,8 +23,11 @@ WINDOW = 1024
 @record
 class ToolStats:
     """What one tool's calls came to: ``calls`` (finished), ``errors`` (of them: every failure,
-    ``isError`` results included), ``timeouts`` (of the errors) and the median and 95th
-    percentile latency in milliseconds over the last :data:`WINDOW` calls (None before any)."""
+    ``isError`` results included), ``timeouts`` (of the errors), the median and 95th
+    percentile latency in milliseconds over the last :data:`WINDOW` calls (None before any),
+    and ``retries``: calls sent a second time, in a new session, because the server no longer
+    knew the first one's session (HTTP 404: a remote server that restarted; that request
+    was not run)."""
 
     name: str
     server: str
@@ -35,6 +38,7 @@ class ToolStats:
     p50_ms: float | None = None
     p95_ms: float | None = None
     last_error: str | None = field(default=None, compare=False)
+    retries: int = 0
 
 
 def _percentile(ordered: list[float], fraction: float) -> float:
@@ -44,7 +48,7 @@ def _percentile(ordered: list[float], fraction: float) -> float:
 
 
 class _Counter:
-    __slots__ = ("calls", "errors", "last_error", "latencies", "server", "timeouts", "tool")
+    __slots__ = ("calls", "errors", "last_error", "latencies", "retries", "server", "timeouts", "tool")
 
     def __init__(self, server: str, tool: str) -> None:
         self.server = server
@@ -52,6 +56,7 @@ class _Counter:
         self.calls = 0
         self.errors = 0
         self.timeouts = 0
+        self.retries = 0
         self.last_error: str | None = None
         self.latencies: deque[float] = deque(maxlen=WINDOW)
 
@@ -64,8 +69,9 @@ class StatsKeeper:
         self._counters: dict[str, _Counter] = {}
 
     def record(self, name: str, server: str, tool: str, seconds: float | None, error: str | None = None,
-               timeout: bool = False) -> None:
-        """Count one finished call of ``name`` that took ``seconds`` (``error``: what went wrong).
+               timeout: bool = False, retried: bool = False) -> None:
+        """Count one finished call of ``name`` that took ``seconds`` (``error``: what went wrong;
+        ``retried``: it was sent again in a new session).
 
         ``seconds`` is None for a call that was never sent (its server could not be reached):
         it counts, as an error, but gives no latency.
@@ -75,6 +81,7 @@ class StatsKeeper:
             if counter is None:
                 counter = self._counters[name] = _Counter(server, tool)
             counter.calls += 1
+            counter.retries += retried
             if seconds is not None:
                 counter.latencies.append(seconds)
             if error is not None:
@@ -85,14 +92,14 @@ class StatsKeeper:
     def snapshot(self) -> dict[str, ToolStats]:
         """Every tool called so far, by exposed name."""
         with self._lock:
-            rows = [(name, c.server, c.tool, c.calls, c.errors, c.timeouts, c.last_error, sorted(c.latencies))
+            rows = [(name, c.server, c.tool, c.calls, c.errors, c.timeouts, c.retries, c.last_error, sorted(c.latencies))
                     for name, c in self._counters.items()]
         out = {}
-        for name, server, tool, calls, errors, timeouts, last_error, ordered in rows:
+        for name, server, tool, calls, errors, timeouts, retries, last_error, ordered in rows:
             out[name] = ToolStats(
                 name=name, server=server, tool=tool, calls=calls, errors=errors, timeouts=timeouts,
                 p50_ms=_percentile(ordered, 0.5) * 1000 if ordered else None,
                 p95_ms=_percentile(ordered, 0.95) * 1000 if ordered else None,
-                last_error=last_error,
+                last_error=last_error, retries=retries,
             )
         return out
