@@ -9,7 +9,8 @@ feature is used, with an ImportError naming the extra), the README's first examp
 so must ``mcpcall demo``. Everything runs with the venv's interpreter in a scratch directory, never
 in the checkout, so the source tree cannot shadow what was installed.
 
-A Python that is not on this machine is skipped; under ``make test`` (``MCPCALL_REQUIRE_PEERS=1``)
+The interpreters are pyenv's (``MCPCALL_PYTHON39``/``MCPCALL_PYTHON313`` name others; .ci/run
+installs them where they are missing). A Python that is not on this machine is skipped; under ``make test`` (``MCPCALL_REQUIRE_PEERS=1``)
 it is a failure.
 """
 
@@ -110,7 +111,8 @@ def test_sdist_ships_every_module(artifacts: tuple[Path, Path]) -> None:
 
 
 def _python(version: str) -> Path:
-    python = PYTHONS[version]
+    """This machine's Python ``version``: ``$MCPCALL_PYTHON39``/``313`` (.ci/run sets them), pyenv's, or on PATH."""
+    python = Path(os.environ.get("MCPCALL_PYTHON" + version.replace(".", ""), PYTHONS[version]))
     if not python.exists():
         found = shutil.which(f"python{version}")
         if found:
