@@ -10,21 +10,40 @@ MCP1_VERSION := 1.30.0
 
 .PHONY: demo test lint bench peers redis clean conformance
 
-$(VENV)/.base: setup.cfg setup.py pyproject.toml
+# The package as users get it: a wheel built from this checkout and installed (never editable), so the
+# tests test what `pip install` gives. It is rebuilt and reinstalled when a file under mcpcall/ or a build
+# file changes, or a file is added or removed (dist/.files, rewritten only when the list differs).
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' mcpcall/_version.py)
+WHEEL   := dist/mcpcall-$(VERSION)-py3-none-any.whl
+PACKAGE_FILES := $(shell find mcpcall -name __pycache__ -prune -o -type f -print | LC_ALL=C sort)
+$(shell mkdir -p dist && echo '$(PACKAGE_FILES)' | cmp -s - dist/.files || echo '$(PACKAGE_FILES)' > dist/.files)
+PACKAGE_FILES += dist/.files setup.cfg setup.py pyproject.toml README.rst
+
+$(PY):
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -e .
+
+# build/ and *.egg-info are removed before and after: files left there from an older tree would go into the wheel.
+$(WHEEL): $(PACKAGE_FILES) | $(PY)
+	rm -rf build mcpcall.egg-info dist/mcpcall-*.whl
+	$(PIP) wheel --no-deps -w dist .
+	rm -rf build mcpcall.egg-info
+
+# Same version, new build: the second install replaces what is there (an older build or an editable install).
+$(VENV)/.base: $(WHEEL)
+	$(PIP) install '$(WHEEL)'
+	$(PIP) install --force-reinstall --no-deps '$(WHEEL)'
 	touch $@
 
 $(VENV)/.test: $(VENV)/.base
-	$(PIP) install -e '.[test]'
+	$(PIP) install '$(WHEEL)[test]'
 	touch $@
 
 $(VENV)/.auth: $(VENV)/.base
-	$(PIP) install -e '.[auth]'
+	$(PIP) install '$(WHEEL)[auth]'
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.base
-	$(PIP) install -e '.[dev]'
+	$(PIP) install '$(WHEEL)[dev]'
 	touch $@
 
 $(PEERS)/.installed: Makefile
@@ -50,14 +69,18 @@ $(MCP1_VENV)/.installed: Makefile
 	$(MCP1_VENV)/bin/python -m pip --disable-pip-version-check -q install 'mcp==$(MCP1_VERSION)'
 	touch $@
 
-## demo: the CLI against the bundled demo server (tools, two calls, latency)
+## demo: the CLI (the installed wheel's) against the bundled demo server (tools, two calls, latency)
 demo: $(VENV)/.base
 	$(VENV)/bin/mcpcall demo
 
 ## test: unit tests and real peers (demo server, official SDK 2.x and FastMCP 1.x, server-everything)
+# Against the installed wheel: the pytest script (not `python -m pytest`, which puts the checkout first on
+# sys.path), --import-mode=append (the checkout, for `tests.*`, goes after site-packages), PYTHONSAFEPATH
+# (Python 3.11+: `python -m ...` subprocesses do not put their cwd first) and MCPCALL_INSTALLED=1 (conftest
+# stops at once if mcpcall is imported from the checkout anyway).
 test: $(VENV)/.test $(PEERS)/.installed $(MCP1_VENV)/.installed redis
 	MCPCALL_PEERS=$(CURDIR)/$(PEERS) MCPCALL_MCP1_PYTHON=$(CURDIR)/$(MCP1_VENV)/bin/python MCPCALL_REQUIRE_PEERS=1 \
-		$(PY) -m pytest $(PYTEST_ARGS)
+		MCPCALL_INSTALLED=1 PYTHONSAFEPATH=1 $(VENV)/bin/pytest --import-mode=append $(PYTEST_ARGS)
 
 ## lint: ruff and mypy --strict on the package
 lint: $(VENV)/.dev

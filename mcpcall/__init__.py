@@ -251,11 +251,15 @@ def connect(
     command string (split like a shell would, but not run by one), a URL
     (``https://host/mcp``: a remote server), or an ``mcpServers``-style entry:
     ``{"command": ..., "args": [...], "env": {...}, "cwd": ...}`` for a local
-    server, ``{"url": ..., "headers": {...}}`` for a remote one. An entry is
-    read as in a config file (:func:`load_config`): ``${VAR}`` expanded,
-    ``envFile``, ``timeout`` (the default of ``timeout``), ``disabled``,
-    other tools' keys ignored; it may also hold ``name``, ``inherit_env``,
-    ``auth`` and ``verify``.
+    server, ``{"url": ..., "headers": {...}}`` for a remote one. An entry
+    takes a config file's fields (:func:`load_config`): ``envFile`` and
+    ``cwd`` (relative to the current directory), ``timeout`` (the default of
+    ``timeout``), ``disabled``, other tools' keys ignored; it may also hold
+    ``name``, ``inherit_env``, ``auth`` and ``verify``. Nothing in an entry
+    is ``${VAR}``-expanded: values built in Python are used as they are, so a
+    URL or header that came from a user cannot pull a secret out of the
+    environment. A whole config (``{"mcpServers": {...}}`` with one enabled
+    server) is read as a file's content, ``${VAR}`` expanded.
 
     Options: ``timeout`` (seconds per request, default 60; ``math.inf`` for
     none), ``protocol`` ("auto", "legacy", "modern" or an exact version),

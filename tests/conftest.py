@@ -162,4 +162,11 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # `make test` tests the installed wheel (MCPCALL_INSTALLED=1): stop at once if the checkout's mcpcall was imported.
+    if os.environ.get("MCPCALL_INSTALLED") == "1":
+        import mcpcall
+
+        if Path(mcpcall.__file__).resolve().parent == ROOT / "mcpcall":
+            pytest.exit(f"MCPCALL_INSTALLED=1 but mcpcall was imported from the checkout ({mcpcall.__file__}), "
+                        "not the installed wheel: run .venv/bin/pytest --import-mode=append (see the Makefile)", 4)
     config.addinivalue_line("markers", "allow_leaks: do not check this test for leaked threads/processes/fds")
