@@ -172,9 +172,9 @@ def _bounded(
     except requests.RequestException as exc:
         raise AuthError(f"{step}: request to {redact_url(url)} failed ({type(exc).__name__})") from None
     if not body:
-        response._content = b""  # a stream (an HTTP+SSE GET) is not read, only its status and headers
+        response.close()  # its connection too: a stream (an HTTP+SSE GET) is not read, only its status and headers
+        response._content = b""
         setattr(response, "_content_consumed", True)  # noqa: B010 - what requests sets once it has read a body
-        response.close()
         return response
     with response:
         chunks: list[bytes] = []
