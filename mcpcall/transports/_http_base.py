@@ -179,7 +179,6 @@ class HTTPBase(Transport):
         self._active: set[Exchange] = set()  # every exchange under way (requests, notices, acknowledgements)
         self._closing = threading.Event()
         self._closed = False
-        self._sending = Sending(url, self._log_as)
 
     def _log_as(self, level: int, fmt: str, *args: Any, logger: str = "") -> None:
         """A record of an auth hook's (on a worker), emitted off the I/O thread like the transport's own."""
@@ -236,7 +235,7 @@ class HTTPBase(Transport):
                    read_timeout if read_timeout is not None else self.read_timeout)
         for _ in range(_MAX_REDIRECTS + 1):
             try:
-                with sending(self._sending):  # the auth hook's resource is self.url, whatever URL this is
+                with sending(Sending(self.url, self._log_as)):  # an auth hook's resource is self.url, whatever URL this is
                     response = session.request(method, url, data=data, headers=headers, auth=self.auth, stream=True,
                                                timeout=timeout, allow_redirects=False)
             except Exception as exc:  # mapped to mcpcall's errors here, in one place
