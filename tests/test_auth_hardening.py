@@ -276,3 +276,45 @@ def test_auth_records_are_not_emitted_on_http_workers() -> None:
         logger.setLevel(old_level)
     on_io = [(name, text) for name, text in handler.records if name.startswith(("mcpcall-http", "mcpcall-sse"))]
     assert on_io == [], on_io
+
+
+def test_gate_followers_run_it_themselves_when_the_leaders_request_ended() -> None:
+    # A leader whose own request ended (deadline, close) failed every follower with its own "aborted".
+    from mcpcall.auth.flow import RequestEnded
+    from mcpcall.auth.tokens import RefreshGate
+
+    gate = RefreshGate()
+    started, release = threading.Event(), threading.Event()
+    outcome: list[object] = []
+
+    def leader_fn() -> str:
+        started.set()
+        release.wait(10)
+        raise RequestEnded("token request: stopped: the request it was made for ended")
+
+    def leader() -> None:
+        try:
+            gate.run("k", leader_fn, timeout=10)
+        except RequestEnded as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=leader)
+    thread.start()
+    assert started.wait(5)
+    waiting = threading.Event()
+
+    class Request:  # the follower's own request, which goes on: it tells when the follower waits
+        aborted = threading.Event()
+
+        def on_abort(self, callback: Any) -> Any:
+            waiting.set()
+            return lambda: None
+
+    follower: list[str] = []
+    other = threading.Thread(target=lambda: follower.append(gate.run("k", lambda: "mine", timeout=10, stop=Request())))
+    other.start()
+    assert waiting.wait(5), "the follower did not wait for the leader"
+    release.set()
+    thread.join(5)
+    other.join(5)
+    assert follower == ["mine"] and len(outcome) == 1
