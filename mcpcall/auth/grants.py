@@ -533,9 +533,9 @@ class ClientCredentials(_GrantAuth):
     :class:`~mcpcall.auth.jose.SigningKey`, a PEM private key, or a private JWK dict),
     whichever the authorization server's ``token_endpoint_auth_methods_supported``
     allows (``auth_method`` forces one). The assertion's ``aud`` is the server's
-    issuer unless ``assertion_audience`` is given. ``issuer``, when given, is the only
-    authorization server the credentials are sent to. Thread-safe: share one object
-    between the threads of a worker.
+    issuer unless ``assertion_audience`` is given. The credentials go to one authorization
+    server only: ``issuer``, else the first one an MCP server names. Thread-safe: share one
+    object between the threads of a worker.
     """
 
 
