@@ -285,7 +285,7 @@ def test_metadata_for_another_issuer_is_refused() -> None:
 def test_pinned_issuer_keeps_credentials_from_other_servers() -> None:
     with GrantServer(secrets_={"svc": SECRET}) as srv:
         auth = made(ClientCredentials("svc", SECRET, issuer="https://as.example.com", timeout=5))
-        with pytest.raises(AuthError, match="refusing to send it the client's credentials") as info:
+        with pytest.raises(AuthError, match="not sent there") as info:
             post(srv, auth)
         assert SECRET not in str(info.value) and srv.token_requests == []
         assert post(srv, made(ClientCredentials("svc", SECRET, issuer=srv.base, timeout=5))).status_code == 200

@@ -28,7 +28,7 @@ import requests
 
 from ..config import redact_url
 from ..scheduler import get_scheduler
-from ..transports._exchanges import Exchange, tracked_pool_classes
+from ..transports._exchanges import Exchange, current_exchange, tracked_pool_classes
 from .challenge import Challenge, bearer_challenge
 from .discovery import (
     AuthError,
@@ -40,8 +40,9 @@ from .discovery import (
     check_protected_resource,
     protected_resource_metadata_urls,
 )
+from .hooks import emit
 from .pkce import PKCE
-from .tokens import Token, TokenResponseError
+from .tokens import Abandoned, Token, TokenResponseError
 
 if TYPE_CHECKING:
     from .jose import DPoPProver
@@ -51,6 +52,7 @@ log = logging.getLogger("mcpcall.auth.flow")
 __all__ = [
     "Client",
     "NoResourceMetadata",
+    "RequestEnded",
     "TokenEndpointError",
     "authorization_url",
     "choose_auth_method",
@@ -71,6 +73,13 @@ _FORM = {"Accept": "application/json", "Content-Type": "application/x-www-form-u
 
 class NoResourceMetadata(AuthError):
     """The server published no protected resource metadata: its 401 is not an OAuth challenge mcpcall can answer."""
+
+
+class RequestEnded(AuthError, Abandoned):
+    """A step made inside a request was stopped because that request ended (its deadline, a cancel, ``close()``).
+
+    Not a failure of the step: threads waiting for its outcome do it themselves.
+    """
 
 
 class TokenEndpointError(AuthError):
@@ -118,29 +127,43 @@ def new_session() -> requests.Session:
     return session
 
 
-def _call(session: requests.Session, method: str, url: str, *, step: str, timeout: float, **kwargs: Any) -> requests.Response:
+def _call(
+    session: requests.Session, method: str, url: str, *, step: str, timeout: float, body: bool = True, **kwargs: Any
+) -> requests.Response:
     """One HTTP call bounded as a whole (connect to last byte within ``timeout``, at most :data:`MAX_BODY` read).
 
     With a session from :func:`new_session`, the deadline shuts the call's socket, so a
     server trickling bytes cannot hold the caller; with any other session it is checked
-    between reads. Any transport failure becomes :class:`AuthError` naming only the
-    exception type. Redirects are never followed: a server must not send the client's
-    credentials somewhere else.
+    between reads. Made inside one of mcpcall's requests (an auth hook's), it also ends
+    when that request does (its deadline, a cancel, ``close()``): :class:`RequestEnded`.
+    Any transport failure becomes :class:`AuthError` naming only the exception type.
+    Redirects are never followed: a server must not send the client's credentials
+    somewhere else. ``body=False``: only the status and headers are read.
     """
     exchange = Exchange(step)
+    outer = current_exchange()
+    unlink = outer.on_abort(exchange.abort) if outer is not None else None
     timer = get_scheduler().schedule(timeout, exchange.abort)
     try:
         with exchange:
-            return _bounded(session, method, url, step=step, timeout=timeout, **kwargs)
+            return _bounded(session, method, url, step=step, timeout=timeout, body=body, **kwargs)
     except AuthError:
+        if outer is not None and outer.aborted.is_set():
+            raise RequestEnded(
+                f"{step}: stopped: the request it was made for ended (its deadline passed, or it was cancelled or closed)"
+            ) from None
         if exchange.aborted.is_set():
             raise AuthError(f"{step}: {redact_url(url)} did not finish answering within {timeout:g} s") from None
         raise
     finally:
         timer.cancel()
+        if unlink is not None:
+            unlink()
 
 
-def _bounded(session: requests.Session, method: str, url: str, *, step: str, timeout: float, **kwargs: Any) -> requests.Response:
+def _bounded(
+    session: requests.Session, method: str, url: str, *, step: str, timeout: float, body: bool = True, **kwargs: Any
+) -> requests.Response:
     deadline = time.monotonic() + timeout
     try:
         response = session.request(method, url, timeout=timeout, allow_redirects=False, stream=True, **kwargs)
@@ -148,6 +171,11 @@ def _bounded(session: requests.Session, method: str, url: str, *, step: str, tim
         raise AuthError(f"{step}: {redact_url(url)} did not answer within {timeout:g} s") from None
     except requests.RequestException as exc:
         raise AuthError(f"{step}: request to {redact_url(url)} failed ({type(exc).__name__})") from None
+    if not body:
+        response.close()  # its connection too: a stream (an HTTP+SSE GET) is not read, only its status and headers
+        response._content = b""
+        setattr(response, "_content_consumed", True)  # noqa: B010 - what requests sets once it has read a body
+        return response
     with response:
         chunks: list[bytes] = []
         size = 0
@@ -231,11 +259,16 @@ def probe(
 ) -> tuple[int, Challenge | None]:
     """POST a ``ping`` to an MCP endpoint (unauthenticated unless ``headers`` say otherwise).
 
-    Its HTTP status and its Bearer (or DPoP) challenge, if any.
+    Its HTTP status and its Bearer (or DPoP) challenge, if any. An endpoint that takes
+    no POST (405: an HTTP+SSE stream URL) is asked with the GET that opens its stream,
+    closed as soon as its headers are in.
     """
     body = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "ping"})
     sent = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **(headers or {})}
     response = _call(session, "POST", server_url, step="authorization probe", timeout=timeout, data=body, headers=sent)
+    if response.status_code == 405:
+        sent = {"Accept": "text/event-stream", **(headers or {})}
+        response = _call(session, "GET", server_url, step="authorization probe", timeout=timeout, body=False, headers=sent)
     header = response.headers.get("WWW-Authenticate", "")
     return response.status_code, bearer_challenge(header) or bearer_challenge(header, scheme="DPoP")
 
@@ -275,7 +308,7 @@ def discover(
                 f"protected resource metadata discovery: {redact_url(server_url)} publishes none, "
                 f"and {redact_url(origin)} has no authorization server metadata"
             ) from None
-        log.info("%s publishes no OAuth metadata; trying the 2025-03-26 default endpoints", redact_url(server_url))
+        emit(log, logging.INFO, "%s publishes no OAuth metadata; trying the 2025-03-26 default endpoints", redact_url(server_url))
         server = AuthorizationServer(
             issuer=origin,
             authorization_endpoint=origin + "/authorize",
@@ -284,7 +317,7 @@ def discover(
             code_challenge_methods_supported=("S256",),
         )
     else:
-        log.info("%s publishes no resource metadata; its origin is the authorization server", redact_url(server_url))
+        emit(log, logging.INFO, "%s publishes no resource metadata; its origin is the authorization server", redact_url(server_url))
     return legacy, server
 
 

@@ -17,9 +17,11 @@ server runs discovery (RFC 9728 protected resource metadata, RFC 8414 authorizat
 metadata) and one token request, once per resource at a time however many threads share the
 object, and the original request is re-sent once. Scopes come from the 401's challenge, else the
 resource's ``scopes_supported``, else the ``scopes`` given, else none are asked for; the RFC 8707
-``resource`` is always sent. Token requests never follow redirects. The client's credentials go
-to the authorization server the MCP server's metadata names: pass ``issuer=`` (the one the client
-is registered with) to refuse any other. Every failure is an
+``resource`` is always sent. Token requests never follow redirects. The client's credentials (and
+assertions) go to one authorization server only: ``issuer=`` (the one the client is registered
+with), else the first one an MCP server's metadata names; any other is refused, so that a server
+cannot collect them by naming its own. A token fresh from the token endpoint that the MCP server
+refuses gets its 401 passed on for 30 s rather than yet another token request. Every failure is an
 :class:`~mcpcall.auth.discovery.AuthError` naming the step and the server, never a secret, token
 or assertion. An assertion or ID-token callable runs on the thread that sends the request (it
 may be an HTTP worker thread): it must be quick, thread-safe and must not use the client.
@@ -43,9 +45,29 @@ from requests.cookies import extract_cookies_to_jar
 from ..config import redact_url
 from .challenge import Challenge, bearer_challenge
 from .discovery import AuthError, _endpoint, _mapping, _strings, authorization_server_metadata_urls, canonical_resource
-from .flow import TokenEndpointError, _call, _error_code, _first_json, _json_object, fetch_protected_resource, new_session
+from .flow import (
+    RequestEnded,
+    TokenEndpointError,
+    _call,
+    _error_code,
+    _first_json,
+    _json_object,
+    fetch_protected_resource,
+    new_session,
+)
+from .hooks import Refusals, connection_url, drain, emit, request_exchange
+from .identity import IssuerBinding
 from .jose import CLIENT_ASSERTION_TYPE, SigningKey, client_assertion
-from .tokens import MemoryTokenStore, RefreshGate, RefreshTimeout, Token, TokenResponseError, TokenStore, fresh_locks_in_child
+from .tokens import (
+    MemoryTokenStore,
+    RefreshAborted,
+    RefreshGate,
+    RefreshTimeout,
+    Token,
+    TokenResponseError,
+    TokenStore,
+    fresh_locks_in_child,
+)
 
 __all__ = [
     "ClientCredentials",
@@ -294,7 +316,20 @@ class _GrantAuth(requests.auth.AuthBase):
         self._lock = threading.Lock()
         self._contexts: dict[str, _Context] = {}
         self._gate = RefreshGate()
+        self._binding = IssuerBinding(issuer)
+        self._refusals = Refusals()
+        self._issued: dict[str, None] = {}  # access tokens this object got from a token endpoint (recent ones)
+        self._inherited: list[requests.Session] = []  # a forked child's copies of its parents' sessions, never used
         fresh_locks_in_child(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child (locks are renewed by the hook): a session of its own; the tokens the parent got stay."""
+        self._refusals = Refusals()
+        if self._owns_session:
+            # The parent's pooled connections must not be reused here (their sockets are the parent's), nor
+            # closed (that takes their pools' locks, which a parent's thread may have held): kept, never used.
+            self._inherited.append(self._session)
+            self._session = new_session()
 
     # -- what a subclass provides ----------------------------------------------------------------
 
@@ -327,7 +362,7 @@ class _GrantAuth(requests.auth.AuthBase):
 
     def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
         """Attach the stored token (renewed first if it is about to expire) and watch for a 401."""
-        resource = canonical_resource(str(r.url))
+        resource = canonical_resource(connection_url(r))
         token = self._usable_token(resource)
         if token is not None:
             r.headers["Authorization"] = f"Bearer {token.access_token}"
@@ -341,12 +376,14 @@ class _GrantAuth(requests.auth.AuthBase):
         if r.status_code != 401:
             return r
         request = r.request
-        url = str(request.url)
+        url = connection_url(request)
         resource = canonical_resource(url)
         sent = _sent_token(request)
+        if sent is not None and self._refusals.refused(resource, sent):
+            emit(log, logging.INFO, "%s refused a token just issued for it; not asking for another yet", redact_url(resource))
+            return r
         challenge = bearer_challenge(r.headers.get("WWW-Authenticate", ""))
-        r.content  # noqa: B018 - read and release the 401 first, so a failed grant leaves no connection behind
-        r.close()
+        drain(r)  # read (a bounded part of) and release the 401 first, so a failed grant leaves no connection behind
         token = self._shared(resource, lambda: self._obtain(resource, url, challenge, sent))
         again = request.copy()
         body_seek = getattr(again.body, "seek", None)
@@ -361,7 +398,21 @@ class _GrantAuth(requests.auth.AuthBase):
         response: requests.Response = r.connection.send(again, **kwargs)
         response.history.append(r)
         response.request = again
+        if response.status_code == 401 and self._issued_here(token):
+            self._refusals.refuse(resource, token.access_token)
         return response
+
+    def _note(self, token: Token) -> Token:
+        """Remember that ``token`` came from the token endpoint to this object (not from a store)."""
+        with self._lock:
+            self._issued[token.access_token] = None
+            while len(self._issued) > 1024:  # the oldest go first: only recent tokens are asked about
+                del self._issued[next(iter(self._issued))]
+        return token
+
+    def _issued_here(self, token: Token) -> bool:
+        with self._lock:
+            return token.access_token in self._issued
 
     # -- tokens ----------------------------------------------------------------------------------
 
@@ -371,7 +422,11 @@ class _GrantAuth(requests.auth.AuthBase):
 
     def _shared(self, resource: str, fn: Callable[[], Token]) -> Token:
         try:
-            return self._gate.run(("token", resource), fn, timeout=self._wait())
+            return self._gate.run(("token", resource), fn, timeout=self._wait(), stop=request_exchange())
+        except RefreshAborted:
+            raise RequestEnded(
+                f"getting a token for {redact_url(resource)}: the request ended while another thread was getting it"
+            ) from None
         except RefreshTimeout:
             raise AuthError(f"getting a token for {redact_url(resource)} in another thread took over {self._wait():g} s") from None
 
@@ -393,16 +448,16 @@ class _GrantAuth(requests.auth.AuthBase):
             current = self._store.get(context.server.issuer, resource)
             if current is not None and current.access_token != old.access_token and not current.expires_within(current.refresh_margin(RENEW_MARGIN)):
                 return current  # another thread (or process) renewed it
-            new = self._fetch(context.server, resource, context.scope)
+            new = self._note(self._fetch(context.server, resource, context.scope))
             self._store.put(new)
             return new
 
         try:
             return self._shared(resource, renew)
         except AuthError as exc:
-            if old.expires_within(0):
+            if old.expires_within(0) or isinstance(exc, RequestEnded):
                 raise
-            log.warning("%s; using the current token until it expires", str(exc))
+            emit(log, logging.WARNING, "%s; using the current token until it expires", str(exc))
             return old
 
     def _obtain(self, resource: str, server_url: str, challenge: Challenge | None, sent: str | None) -> Token:
@@ -414,15 +469,7 @@ class _GrantAuth(requests.auth.AuthBase):
                 return stored  # another thread got one while this request was on its way
         hint = challenge.resource_metadata if challenge is not None else None
         metadata = fetch_protected_resource(self._session, server_url, hint, timeout=self.timeout)
-        issuer = metadata.authorization_servers[0]
-        if self.issuer is not None:
-            if self.issuer not in metadata.authorization_servers:
-                named = ", ".join(redact_url(name) for name in metadata.authorization_servers)
-                raise AuthError(
-                    f"{redact_url(resource)} names the authorization server(s) {named}, not {redact_url(self.issuer)} "
-                    "this client is registered with; refusing to send it the client's credentials"
-                )
-            issuer = self.issuer
+        issuer = self._binding.choose(metadata.authorization_servers, resource)
         server = fetch_token_server(self._session, issuer, timeout=self.timeout)
         scope = (challenge.scope if challenge is not None else ()) or metadata.scopes_supported or self.scopes
         context = _Context(server, tuple(scope or ()))
@@ -431,9 +478,9 @@ class _GrantAuth(requests.auth.AuthBase):
         stored = self._store.get(server.issuer, resource)
         if stored is not None and stored.access_token != sent and not stored.expires_within(stored.refresh_margin(RENEW_MARGIN)):
             return stored  # kept from an earlier run
-        token = self._fetch(server, resource, context.scope)
+        token = self._note(self._fetch(server, resource, context.scope))
         self._store.put(token)
-        log.info("%s: got a token at %s for %s", type(self).__name__, redact_url(server.issuer), redact_url(resource))
+        emit(log, logging.INFO, "%s: got a token at %s for %s", type(self).__name__, redact_url(server.issuer), redact_url(resource))
         return token
 
     def _grant(
@@ -450,7 +497,7 @@ class _GrantAuth(requests.auth.AuthBase):
         where = f"{step} at {redact_url(server.token_endpoint)}"
         grant = form["grant_type"]
         if server.grant_types_supported is not None and grant not in server.grant_types_supported:
-            log.info("%s: the server does not list grant type %s; trying it anyway", where, grant)
+            emit(log, logging.INFO, "%s: the server does not list grant type %s; trying it anyway", where, grant)
         method = client.choose(server.token_endpoint_auth_methods_supported, where)
         form = dict(form)
         if scope:
@@ -486,9 +533,9 @@ class ClientCredentials(_GrantAuth):
     :class:`~mcpcall.auth.jose.SigningKey`, a PEM private key, or a private JWK dict),
     whichever the authorization server's ``token_endpoint_auth_methods_supported``
     allows (``auth_method`` forces one). The assertion's ``aud`` is the server's
-    issuer unless ``assertion_audience`` is given. ``issuer``, when given, is the only
-    authorization server the credentials are sent to. Thread-safe: share one object
-    between the threads of a worker.
+    issuer unless ``assertion_audience`` is given. The credentials go to one authorization
+    server only: ``issuer``, else the first one an MCP server names. Thread-safe: share one
+    object between the threads of a worker.
     """
 
 

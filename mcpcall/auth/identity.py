@@ -16,6 +16,7 @@ Also the checks on the URLs a client identity is made of (metadata URL, redirect
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Callable
 from urllib.parse import urlsplit
 
@@ -26,7 +27,7 @@ from .discovery import AuthError, AuthorizationServer
 from .flow import Client, choose_auth_method, register_client
 from .tokens import Token, TokenStore, fresh_locks_in_child
 
-__all__ = ["Identities", "check_client_metadata_url", "check_redirect_uri"]
+__all__ = ["Identities", "IssuerBinding", "check_client_metadata_url", "check_redirect_uri"]
 
 #: The most registrations kept in memory per authorization server.
 MAX_KNOWN = 8
@@ -59,6 +60,48 @@ def _loopback_or_native(redirect_uri: str) -> str:
         return "native"
     return "web"
 
+class IssuerBinding:
+    """The one authorization server a client's credentials may go to: ``issuer=``, else the first one used; thread-safe.
+
+    Shared by :class:`~mcpcall.auth.oauth.OAuth` (pre-registered credentials) and the
+    machine-to-machine grants (every credential and assertion they send): an MCP server
+    must not be able to collect the credentials another server's authorization server
+    issued, by naming a server of its own.
+    """
+
+    def __init__(self, issuer: str | None) -> None:
+        self.issuer = issuer
+        self._bound: str | None = None  # where the credentials were first used
+        self._lock = threading.Lock()
+        fresh_locks_in_child(self)
+
+    def choose(self, named: Sequence[str], resource: str) -> str:
+        """Of the authorization servers ``resource`` names (first preferred), the one the credentials may go to."""
+        with self._lock:
+            expected = self.issuer or self._bound
+            if expected is None:
+                self._bound = named[0]
+                return named[0]
+        if expected in named:
+            return expected
+        shown = ", ".join(redact_url(name) for name in named)
+        raise AuthError(self._refusal(expected, f"{redact_url(resource)} names {shown}"))
+
+    def check(self, issuer: str) -> None:
+        """Refuse ``issuer`` unless the credentials may go there (binding them to it when nothing is bound yet)."""
+        with self._lock:
+            expected = self.issuer or self._bound
+            if expected is None:
+                self._bound = issuer
+                return
+        if issuer != expected:
+            raise AuthError(self._refusal(expected, f"this server now names {redact_url(issuer)}"))
+
+    def _refusal(self, expected: str, named: str) -> str:
+        return (
+            f"the client's credentials are for the authorization server {redact_url(expected)}, and {named}: "
+            "they are not sent there (pass issuer= to say which server they belong to, or register a client there)"
+        )
 
 
 class Identities:
@@ -86,7 +129,7 @@ class Identities:
         self.timeout = timeout
         self._lock = threading.Lock()
         fresh_locks_in_child(self)
-        self._bound_issuer: str | None = None  # where pre-registered credentials were first used
+        self._binding = IssuerBinding(issuer)  # where pre-registered credentials may go
         self._clients: dict[str, list[Client]] = {}  # issuer -> clients registered there (newest last)
 
     def __repr__(self) -> str:
@@ -149,17 +192,7 @@ class Identities:
 
     def check_issuer(self, server: AuthorizationServer) -> None:
         """Pre-registered credentials go to their own authorization server only (``issuer=``, else the first one used)."""
-        with self._lock:
-            expected = self.issuer or self._bound_issuer
-            if expected is None:
-                self._bound_issuer = server.issuer
-                return
-        if server.issuer != expected:
-            raise AuthError(
-                f"the client_id given is for the authorization server {redact_url(expected)}, and this server now "
-                f"names {redact_url(server.issuer)}: its credentials are not sent there (pass issuer= to say which "
-                "server they belong to, or register a client there)"
-            )
+        self._binding.check(server.issuer)
 
     def known(self, issuer: str) -> list[Client]:
         """The clients registered at ``issuer`` by this object and by earlier runs (from the token store), newest last."""

@@ -43,6 +43,7 @@ from .discovery import AuthError, AuthorizationServer, ProtectedResource, SignIn
 from .flow import (
     Client,
     NoResourceMetadata,
+    RequestEnded,
     TokenEndpointError,
     authorization_url,
     discover,
@@ -52,9 +53,10 @@ from .flow import (
     probe,
     refresh_token,
 )
+from .hooks import REFUSED_COOLDOWN, Refusals, connection_url, drain, emit, request_exchange
 from .identity import Identities, check_client_metadata_url, check_redirect_uri
 from .pkce import new_pkce, new_state
-from .tokens import MemoryTokenStore, RefreshGate, RefreshTimeout, Token, TokenStore, fresh_locks_in_child
+from .tokens import MemoryTokenStore, RefreshAborted, RefreshGate, RefreshTimeout, Token, TokenStore, fresh_locks_in_child
 
 if TYPE_CHECKING:
     from .jose import DPoPProver
@@ -71,10 +73,6 @@ REFRESH_MARGIN = 30.0
 #: The longest a thread waits for another thread's interactive flow (a person may be typing a password):
 #: a little longer than the loopback listener's own 300 s, so that waiting threads get its outcome.
 FLOW_WAIT = 330.0
-#: After a token fresh from the flow is refused (401), requests carrying it get the 401 as it is
-#: for this long instead of starting yet another authorization (a server refusing every token).
-REFUSED_COOLDOWN = 30.0
-
 #: One person, one browser tab or prompt at a time, however many servers want a sign-in.
 _ONE_PERSON = threading.Lock()
 
@@ -108,22 +106,6 @@ def _sent_token(request: requests.PreparedRequest) -> str | None:
     if isinstance(value, str) and value.startswith(("Bearer ", "DPoP ")):
         return value.split(" ", 1)[1]
     return None
-
-
-#: The most of a 401/403 body kept (for the error message when it is passed on); the rest is dropped.
-MAX_CHALLENGE_BODY = 64 * 1024
-
-
-def _drain(response: requests.Response) -> None:
-    """Read at most :data:`MAX_CHALLENGE_BODY` of ``response`` into ``.content`` and release its connection."""
-    if not getattr(response, "_content_consumed", True):
-        try:
-            data = response.raw.read(MAX_CHALLENGE_BODY + 1, decode_content=True) or b""
-        except Exception:  # noqa: BLE001 - a broken body: keep nothing
-            data = b""
-        response._content = data[:MAX_CHALLENGE_BODY]
-        setattr(response, "_content_consumed", True)  # noqa: B010 - what requests sets once it has read a body
-    response.close()
 
 
 def _union(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
@@ -227,14 +209,21 @@ class OAuth(requests.auth.AuthBase):
         self._logins = 0  # login() calls in progress
         self._asking: set[str] = set()  # resources whose sign-in is waiting on a person right now
         self._no_oauth: dict[str, float] = {}  # resource -> when its 401 was found to have no OAuth behind it
-        self._refused: dict[str, tuple[str, float]] = {}  # resource -> (fresh token refused, when)
+        self._refusals = Refusals()  # fresh tokens a resource refused a moment ago
         self._signing_in = threading.local()
+        self._inherited: list[requests.Session] = []  # a forked child's copies of its parents' sessions, never used
 
     def _after_fork(self) -> None:
-        """In a forked child (locks are renewed by the hook): no sign-in is in progress here."""
+        """In a forked child (locks are renewed by the hook): no sign-in is in progress here, and a session of its own."""
         self._signing_in = threading.local()
         self._logins = 0
         self._asking = set()
+        self._refusals = Refusals()
+        if self._owns_session:
+            # The parent's pooled connections must not be reused here (their sockets are the parent's), nor
+            # closed (that takes their pools' locks, which a parent's thread may have held): kept, never used.
+            self._inherited.append(self._session)
+            self._session = self._identities._session = new_session()
 
     def __repr__(self) -> str:
         secret = ", client_secret=***" if self._client_secret else ""
@@ -290,8 +279,7 @@ class OAuth(requests.auth.AuthBase):
         if status not in (401, 403) and challenge is None:
             return token  # it took the token we have, or asks for none
         sent = token.access_token if token is not None else None
-        with self._lock:
-            self._refused.pop(resource, None)
+        self._refusals.forget(resource)
         for attempt in (1, 2, 3):
             try:
                 token = self._run_flow(resource, server_url, challenge, sent, anew=force)
@@ -334,7 +322,7 @@ class OAuth(requests.auth.AuthBase):
 
     def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
         """Attach the stored token (refreshed first if it is about to expire) and watch for a 401 or 403."""
-        resource = canonical_resource(str(r.url))
+        resource = canonical_resource(connection_url(r))
         token = self._usable_token(resource)
         if token is not None:
             self._present(r, token)
@@ -360,14 +348,12 @@ class OAuth(requests.auth.AuthBase):
         if r.status_code not in (401, 403) or getattr(r.request, "_mcpcall_resent", False):
             return r
         request = r.request
-        resource = canonical_resource(str(request.url))
+        server_url = connection_url(request)
+        resource = canonical_resource(server_url)
         sent = _sent_token(request)
-        if r.status_code == 401 and sent is not None:
-            with self._lock:
-                refused = self._refused.get(resource)
-            if refused is not None and refused[0] == sent and time.monotonic() - refused[1] < REFUSED_COOLDOWN:
-                log.info("%s refused a token just issued for it; not authorizing again yet", redact_url(resource))
-                return r
+        if r.status_code == 401 and sent is not None and self._refusals.refused(resource, sent):
+            emit(log, logging.INFO, "%s refused a token just issued for it; not authorizing again yet", redact_url(resource))
+            return r
         header = r.headers.get("WWW-Authenticate", "")
         challenge = bearer_challenge(header) or bearer_challenge(header, scheme="DPoP")
         scopes: tuple[str, ...] | None = None
@@ -378,21 +364,21 @@ class OAuth(requests.auth.AuthBase):
             asked = context.scopes if context is not None else ()
             scopes = _union(asked, challenge.scope)
             if set(scopes) <= set(asked):
-                log.info("%s still says insufficient_scope for scopes already granted; not asking again", redact_url(resource))
+                emit(log, logging.INFO, "%s still says insufficient_scope for scopes already granted; not asking again", redact_url(resource))
                 return r
-        _drain(r)  # read and release the 401 first, so a failed flow leaves no connection behind
+        drain(r)  # read and release the 401 first, so a failed flow leaves no connection behind
         hint = challenge is not None and challenge.resource_metadata
         with self._lock:
             found = self._no_oauth.get(resource)
         if not hint and found is not None and time.monotonic() - found < REFUSED_COOLDOWN:
             return r  # looked for OAuth metadata a moment ago and found none: not again on every request
         try:
-            token = self._run_flow(resource, str(request.url), challenge, sent, scopes)
+            token = self._run_flow(resource, server_url, challenge, sent, scopes)
         except NoResourceMetadata as exc:
             if hint:
                 raise
             # A 401 with no OAuth behind it (an API-key server, a proxy): the caller sees it as it is.
-            log.info("%s; passing the HTTP %d on", str(exc), r.status_code)
+            emit(log, logging.INFO, "%s; passing the HTTP %d on", str(exc), r.status_code)
             with self._lock:
                 self._no_oauth[resource] = time.monotonic()
             return r
@@ -401,12 +387,11 @@ class OAuth(requests.auth.AuthBase):
             # A token kept from earlier that the server no longer takes: refresh it, or authorize again, once.
             header = response.headers.get("WWW-Authenticate", "")
             again = bearer_challenge(header) or bearer_challenge(header, scheme="DPoP") or challenge
-            _drain(response)
-            token = self._run_flow(resource, str(request.url), again, token.access_token, scopes)
+            drain(response)
+            token = self._run_flow(resource, server_url, again, token.access_token, scopes)
             response = self._resend(response, token, kwargs)
         if response.status_code == 401 and self._issued_here(token):
-            with self._lock:
-                self._refused[resource] = (token.access_token, time.monotonic())
+            self._refusals.refuse(resource, token.access_token)
         return response
 
     def _resend(self, r: requests.Response, token: Token | None, kwargs: dict[str, Any]) -> requests.Response:
@@ -417,7 +402,7 @@ class OAuth(requests.auth.AuthBase):
         """
         request = r.request
         if token is None:
-            token = self._usable_token(canonical_resource(str(request.url)))
+            token = self._usable_token(canonical_resource(connection_url(request)))
             if token is None:
                 return r
         response = r
@@ -434,7 +419,7 @@ class OAuth(requests.auth.AuthBase):
             self._present(again, token)
             setattr(again, "_mcpcall_resent", True)  # noqa: B010 - per request
             previous = response
-            _drain(previous)  # release the connection before sending again
+            drain(previous)  # release the connection before sending again
             response = r.connection.send(again, **kwargs)
             response.history.extend([*previous.history, previous])
             response.request = again
@@ -470,7 +455,12 @@ class OAuth(requests.auth.AuthBase):
                 ("flow", resource),
                 lambda: self._authorize(resource, server_url, challenge, sent, scopes, anew=anew),
                 timeout=FLOW_WAIT,
+                stop=request_exchange(),
             )
+        except RefreshAborted:
+            raise RequestEnded(
+                f"authorization for {redact_url(resource)}: the request ended while another thread was authorizing"
+            ) from None
         except RefreshTimeout:
             raise AuthError(f"authorization for {redact_url(resource)} by another thread took over {FLOW_WAIT:g} s") from None
 
@@ -532,8 +522,10 @@ class OAuth(requests.auth.AuthBase):
                     resource=context.indicator,
                     dpop=self._prover_for(context.server),
                 )
+            except RequestEnded:
+                raise  # not the refresh token's fault: the next request refreshes (waiters try themselves)
             except TokenEndpointError as exc:
-                log.warning("%s; the next 401 starts a new authorization", str(exc))  # the text: a record must not keep the traceback (and its sockets) alive
+                emit(log, logging.WARNING, "%s; the next 401 starts a new authorization", str(exc))  # the text: a record must not keep the traceback (and its sockets) alive
                 if exc.status in (400, 401):  # invalid_grant and friends: this refresh token is done
                     latest = self._mine(self._store.get(issuer, resource))
                     if latest is not None and latest.access_token == current.access_token:  # not replaced meanwhile
@@ -542,15 +534,15 @@ class OAuth(requests.auth.AuthBase):
                         return latest
                 return current
             except AuthError as exc:
-                log.warning("%s", str(exc))
+                emit(log, logging.WARNING, "%s", str(exc))
                 return current
             self._store.put(self._note(new))
-            log.debug("refreshed the token for %s", redact_url(resource))
+            emit(log, logging.DEBUG, "refreshed the token for %s", redact_url(resource))
             return new
 
         try:
-            return self._gate.run(("refresh", issuer, resource), refresh, timeout=2 * self.timeout + 1)
-        except RefreshTimeout:
+            return self._gate.run(("refresh", issuer, resource), refresh, timeout=2 * self.timeout + 1, stop=request_exchange())
+        except (RefreshTimeout, RequestEnded):  # the request this was for ended, or another thread's refresh hangs
             return old
 
     # -- the flow --------------------------------------------------------------------------------
@@ -597,8 +589,10 @@ class OAuth(requests.auth.AuthBase):
                     resource=metadata.resource,
                     dpop=self._prover_for(server),
                 )
+            except RequestEnded:
+                raise
             except AuthError as exc:
-                log.info("%s; authorizing again", str(exc))
+                emit(log, logging.INFO, "%s; authorizing again", str(exc))
             else:
                 self._store.put(self._note(token))
                 with self._lock:
@@ -609,7 +603,7 @@ class OAuth(requests.auth.AuthBase):
         self._store.put(token)
         with self._lock:  # only now: a step-up that failed may be asked for again
             self._contexts[resource] = _Context(server, scope, metadata.resource)
-        log.info("authorized at %s for %s", redact_url(server.issuer), redact_url(resource))
+        emit(log, logging.INFO, "authorized at %s for %s", redact_url(server.issuer), redact_url(resource))
         return token
 
     def _scope(self, challenge: Challenge | None, metadata: ProtectedResource, server: AuthorizationServer) -> tuple[str, ...]:

@@ -37,9 +37,11 @@ if sys.platform != "win32":
     import fcntl
 
 __all__ = [
+    "Abandoned",
     "FileTokenStore",
     "InsecureTokenFile",
     "MemoryTokenStore",
+    "RefreshAborted",
     "RefreshGate",
     "RefreshTimeout",
     "Token",
@@ -65,6 +67,23 @@ class InsecureTokenFile(MCPError, PermissionError):
 
 class RefreshTimeout(MCPError, TimeoutError):
     """Another thread's refresh for the same key did not finish within the timeout."""
+
+
+class RefreshAborted(RefreshTimeout):
+    """The waiter's own request ended (its deadline, a cancel, ``close()``) while another thread's run went on."""
+
+
+class Abandoned(Exception):
+    """Raised by a leader that stopped for a reason of its own (its request ended): its followers run ``fn`` themselves."""
+
+
+class Abortable(Protocol):
+    """What can end a wait: an exchange (:class:`mcpcall.transports._exchanges.Exchange`)."""
+
+    @property
+    def aborted(self) -> threading.Event: ...
+
+    def on_abort(self, callback: Callable[[], None]) -> Callable[[], None]: ...
 
 
 def _describe(value: object) -> str:
@@ -538,23 +557,31 @@ class RefreshGate:
         self._lock = threading.Lock()
         self._inflight: dict[Hashable, tuple[Future[Any], int]] = {}
 
-    def run(self, key: Hashable, fn: Callable[[], T], timeout: float = 30.0) -> T:
-        """Run ``fn`` for ``key`` unless another thread already is; then wait for its outcome."""
+    def run(self, key: Hashable, fn: Callable[[], T], timeout: float = 30.0, *, stop: Abortable | None = None) -> T:
+        """Run ``fn`` for ``key`` unless another thread already is; then wait for its outcome.
+
+        A follower waits at most ``timeout`` seconds, and no longer than ``stop`` (its own
+        request) lasts: :class:`RefreshAborted` when that ends first. A leader's
+        :class:`Abandoned` is not shared: its followers run ``fn`` themselves.
+        """
         if timeout is None or not timeout >= 0:
             raise ValueError("timeout must be a number of seconds >= 0")
         me = threading.get_ident()
-        with self._lock:
-            entry = self._inflight.get(key)
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                entry = self._inflight.get(key)
+                if entry is None:
+                    future: Future[Any] = Future()
+                    self._inflight[key] = (future, me)
+                elif entry[1] == me:
+                    raise RuntimeError("RefreshGate.run called again for the same key from inside its own fn")
             if entry is None:
-                future: Future[Any] = Future()
-                self._inflight[key] = (future, me)
-            elif entry[1] == me:
-                raise RuntimeError("RefreshGate.run called again for the same key from inside its own fn")
-        if entry is not None:
+                break
             try:
-                result: T = entry[0].result(timeout)
-            except FutureTimeout:
-                raise RefreshTimeout(f"no refresh result within {timeout} s") from None
+                result: T = _follow(entry[0], max(0.0, deadline - time.monotonic()), stop)
+            except Abandoned:
+                continue  # the leader's own request ended: this thread tries (its stop still bounds it)
             return result
         try:
             value = fn()
@@ -569,3 +596,24 @@ class RefreshGate:
     def _finish(self, key: Hashable) -> None:
         with self._lock:
             self._inflight.pop(key, None)
+
+
+def _follow(future: Future[Any], timeout: float, stop: Abortable | None) -> Any:
+    """``future``'s outcome within ``timeout`` seconds, unless ``stop`` is aborted first."""
+    if stop is None:
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            raise RefreshTimeout(f"no refresh result within {timeout:g} s") from None
+    woken = threading.Event()
+    future.add_done_callback(lambda _: woken.set())
+    undo = stop.on_abort(woken.set)
+    try:
+        woken.wait(timeout)
+    finally:
+        undo()
+    if future.done():
+        return future.result()
+    if stop.aborted.is_set():
+        raise RefreshAborted("the request ended while another thread was getting its token")
+    raise RefreshTimeout(f"no refresh result within {timeout:g} s")

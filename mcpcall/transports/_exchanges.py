@@ -19,11 +19,12 @@ import os
 import socket
 import threading
 import weakref
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Callable
 
 from ..forking import on_fork_in_child
 
-__all__ = ["Exchange", "tracked_pool_classes"]
+__all__ = ["Exchange", "Sending", "current_exchange", "current_sending", "sending", "tracked_pool_classes"]
 
 _current = threading.local()
 
@@ -36,13 +37,14 @@ def _shut(sock: Any) -> None:
 class Exchange:
     """One request's HTTP traffic; ``abort()`` is safe from any thread, any time, more than once."""
 
-    __slots__ = ("_outer", "_sockets", "aborted", "label")
+    __slots__ = ("_on_abort", "_outer", "_sockets", "aborted", "label")
 
     def __init__(self, label: Any = None) -> None:
         self.label = label
         #: Set by :meth:`abort`; waits between attempts use it to end early.
         self.aborted = threading.Event()
         self._sockets: list[Any] = []
+        self._on_abort: list[Callable[[], None]] = []
         self._outer: Exchange | None = None  # the thread's exchange around this one (a reply POSTed by a worker)
 
     def __repr__(self) -> str:
@@ -62,6 +64,27 @@ class Exchange:
         self.aborted.set()
         for sock in list(self._sockets):
             _shut(sock)
+        for callback in list(self._on_abort):
+            with contextlib.suppress(Exception):
+                callback()
+
+    def on_abort(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback()`` when this exchange is aborted (at once if it is); returns the undo.
+
+        For work done inside this request on its behalf (an auth hook's token request, its
+        wait for another thread's): it ends with the request's deadline, cancel or close.
+        ``callback`` runs on the aborting thread (the scheduler's, ``close()``'s): it must
+        not block, and it may be called twice.
+        """
+        self._on_abort.append(callback)
+        if self.aborted.is_set():
+            callback()
+
+        def undo() -> None:
+            with contextlib.suppress(ValueError):
+                self._on_abort.remove(callback)
+
+        return undo
 
     def __enter__(self) -> Exchange:  # noqa: PYI034 - no typing_extensions for Self on 3.9/3.10
         self._outer = getattr(_current, "exchange", None)
@@ -72,6 +95,43 @@ class Exchange:
         _current.exchange = self._outer  # nested: the worker's own exchange is current again
         self._outer = None
         self._sockets.clear()
+
+
+def current_exchange() -> Exchange | None:
+    """The exchange this thread is running (a request being sent, its hooks included), or ``None``."""
+    return getattr(_current, "exchange", None)
+
+
+class Sending:
+    """What a request's auth hook may know of the connection it goes out on; a transport sets it around a send.
+
+    ``url``: the server URL the user configured, the resource of every request of the
+    connection (an HTTP+SSE POST goes to the endpoint the server named). ``log(level,
+    fmt, *args, logger=name)``: a record emitted off the I/O thread (logging handlers are
+    user code).
+    """
+
+    __slots__ = ("log", "url")
+
+    def __init__(self, url: str, log: Callable[..., None]) -> None:
+        self.url = url
+        self.log = log
+
+
+@contextlib.contextmanager
+def sending(context: Sending) -> Iterator[None]:
+    """Within: :func:`current_sending` on this thread is ``context``."""
+    outer = getattr(_current, "sending", None)
+    _current.sending = context
+    try:
+        yield
+    finally:
+        _current.sending = outer
+
+
+def current_sending() -> Sending | None:
+    """The connection whose request this thread is sending (inside mcpcall's transports), or ``None``."""
+    return getattr(_current, "sending", None)
 
 
 def _track(connection: Any) -> None:

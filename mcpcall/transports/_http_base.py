@@ -33,7 +33,7 @@ from ..config import redact_url
 from ..errors import ConfigError, ConnectionClosed, HTTPError, MCPError, ProtocolError, RequestTimeout
 from ..forking import Owned
 from ..scheduler import get_scheduler
-from ._exchanges import Exchange, tracked_pool_classes
+from ._exchanges import Exchange, Sending, sending, tracked_pool_classes
 from ._origins import origin, same_origin
 from .base import DEFAULT_MAX_MESSAGE_BYTES, Receiver, Transport
 
@@ -180,6 +180,14 @@ class HTTPBase(Transport):
         self._closing = threading.Event()
         self._closed = False
 
+    def _log_as(self, level: int, fmt: str, *args: Any, logger: str = "") -> None:
+        """A record of an auth hook's (on a worker), emitted off the I/O thread like the transport's own."""
+        receiver = self._receiver
+        if receiver is not None:
+            receiver.log(level, fmt, *args, logger=logger)
+        else:
+            logging.getLogger(logger or self.logger_name).log(level, fmt, *args)
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} {self.display_url!r}>"
 
@@ -227,8 +235,9 @@ class HTTPBase(Transport):
                    read_timeout if read_timeout is not None else self.read_timeout)
         for _ in range(_MAX_REDIRECTS + 1):
             try:
-                response = session.request(method, url, data=data, headers=headers, auth=self.auth, stream=True,
-                                           timeout=timeout, allow_redirects=False)
+                with sending(Sending(self.url, self._log_as)):  # an auth hook's resource is self.url, whatever URL this is
+                    response = session.request(method, url, data=data, headers=headers, auth=self.auth, stream=True,
+                                               timeout=timeout, allow_redirects=False)
             except Exception as exc:  # mapped to mcpcall's errors here, in one place
                 raise self.transport_error(exc, what, url) from exc
             if response.status_code not in (301, 302, 303, 307, 308) or "location" not in response.headers:

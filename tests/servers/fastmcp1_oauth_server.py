@@ -29,7 +29,10 @@ Options:
 - ``--no-default-scopes``: clients that register without ``scope`` get none
   (FastMCP's ``ClientRegistrationOptions.default_scopes`` unset);
 - ``--no-resource-metadata``: ``resource_server_url=None``: no protected resource
-  metadata and no ``resource_metadata`` in the challenge (the 2025-03-26 style).
+  metadata and no ``resource_metadata`` in the challenge (the 2025-03-26 style);
+- ``--sse``: the legacy HTTP+SSE transport instead (``GET /sse`` and the
+  ``/messages/?session_id=…`` endpoint it names, both guarded); the protected
+  resource is then ``<base>/sse``.
 
 It listens on 127.0.0.1 only and writes ``mcpcall-test-port=<n>`` to stderr once
 the socket is bound (as tests/servers/fastmcp1_server.py does). Every
@@ -203,7 +206,7 @@ class AutoApproveProvider:
 def build(port: int, args: argparse.Namespace) -> FastMCP:
     base = f"http://127.0.0.1:{port}"
     provider = AutoApproveProvider(args.expires_in, args.refreshed_expires_in)
-    resource = None if args.no_resource_metadata else f"{base}/mcp"
+    resource = None if args.no_resource_metadata else f"{base}/sse" if args.sse else f"{base}/mcp"
     auth = AuthSettings(
         issuer_url=base,
         resource_server_url=resource,
@@ -250,6 +253,7 @@ def main() -> None:
     parser.add_argument("--scope", default="mcp:read")
     parser.add_argument("--no-default-scopes", action="store_true")
     parser.add_argument("--no-resource-metadata", action="store_true")
+    parser.add_argument("--sse", action="store_true")
     args = parser.parse_args()
     if args.refreshed_expires_in is None:
         args.refreshed_expires_in = args.expires_in
@@ -263,7 +267,8 @@ def main() -> None:
     port = sock.getsockname()[1]
     mcp = build(port, args)  # the issuer and resource URLs name the port, so it is bound first
     print(f"mcpcall-test-port={port}", file=sys.stderr, flush=True)
-    config = uvicorn.Config(mcp.streamable_http_app(), log_level="warning", timeout_graceful_shutdown=1)
+    app = mcp.sse_app() if args.sse else mcp.streamable_http_app()
+    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=1)
     uvicorn.Server(config).run(sockets=[sock])
 
 

@@ -10,7 +10,8 @@ One threaded stdlib HTTP server on 127.0.0.1:0 serves:
   ``client_secret_basic``, ``client_secret_post``, ``private_key_jwt`` or none;
 - ``/.well-known/openid-configuration/idp`` and ``/idp/token`` – the enterprise IdP (issuer
   ``<base>/idp``): RFC 8693 token exchange of ``id_token`` for an ID-JAG;
-- ``/mcp`` – 401 with a Bearer challenge unless a token this AS issued is sent; else a small
+- ``/mcp`` – 401 with a Bearer challenge unless a token this AS issued is sent (``reject_tokens``:
+  always); else a small
   MCP server (2025-11-25 era: initialize, tools/list with one ``echo`` tool, tools/call).
 
 Everything it saw is recorded; fault knobs make the token endpoint slow, wrong or redirecting.
@@ -62,6 +63,7 @@ class GrantServer:
         token_delay: float = 0.0,
         token_reply: tuple[int, Any, dict[str, str]] | None = None,
         idp_reply: tuple[int, Any, dict[str, str]] | None = None,
+        reject_tokens: bool = False,
     ) -> None:
         self.secrets = dict(secrets_ or {})
         self.keys = dict(keys or {})
@@ -76,6 +78,7 @@ class GrantServer:
         self.token_delay = token_delay
         self.token_reply = token_reply
         self.idp_reply = idp_reply
+        self.reject_tokens = reject_tokens  # /mcp refuses every token, even those this AS just issued
         self.idp_key = _generate_es256()
         self.lock = threading.Lock()
         self.tokens: dict[str, float | None] = {}
@@ -309,7 +312,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _mcp(self, body: bytes) -> None:
         app = self.app
         header = self.headers.get("Authorization", "")
-        if not (header.startswith("Bearer ") and app.valid(header[7:])):
+        if app.reject_tokens or not (header.startswith("Bearer ") and app.valid(header[7:])):
             with app.lock:
                 app.unauthorized += 1
             challenge = f'Bearer resource_metadata="{app.base}/.well-known/oauth-protected-resource/mcp"'

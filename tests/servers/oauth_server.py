@@ -44,6 +44,7 @@ class OAuthServer:
         fail_refresh: bool = False,
         reject_tokens: bool = False,
         refresh_delay: float = 0.0,
+        refresh_hold: threading.Event | None = None,
         call_scope: str | None = None,
         cimd: bool = False,
         as_scopes: list[str] | None = None,
@@ -61,6 +62,7 @@ class OAuthServer:
         self.fail_refresh = fail_refresh
         self.reject_tokens = reject_tokens
         self.refresh_delay = refresh_delay
+        self.refresh_hold = refresh_hold  # a refresh is not answered until it is set (a token endpoint that hangs)
         self.call_scope = call_scope
         self.cimd = cimd
         self.as_scopes = as_scopes
@@ -93,6 +95,8 @@ class OAuthServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self.refresh_hold is not None:
+            self.refresh_hold.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         self._thread.join(5)
@@ -318,6 +322,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, app.issue(client_id, asked if app.grant_scopes is None else tuple(app.grant_scopes), jkt))
         elif form.get("grant_type") == "refresh_token":
             time.sleep(app.refresh_delay)
+            if app.refresh_hold is not None:
+                app.refresh_hold.wait(60)
             with app.lock:
                 owner = app.refresh_tokens.pop(form.get("refresh_token", ""), None)
             if app.fail_refresh or owner != client_id:
