@@ -130,7 +130,7 @@ def demonstrate() -> None:
     from concurrent.futures import ThreadPoolExecutor
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
     from tests.servers.grant_server import GrantServer
 
     with GrantServer(secrets_={"demo-service": "demo-secret"}) as server:

@@ -49,7 +49,7 @@ from mcpcall.auth.tokens import FileTokenStore
 @contextlib.contextmanager
 def test_server() -> Iterator[str]:
     """tests/servers/oauth_server.py with a /mcp that answers initialize, tools/list and tools/call; yields its URL."""
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from tests.servers.oauth_server import OAuthServer, _Handler
 
     class Handler(_Handler):

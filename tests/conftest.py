@@ -18,6 +18,15 @@ SERVERS = HERE / "servers"
 PYTHON = sys.executable
 
 
+def child_pythonpath() -> str:
+    """PYTHONPATH for a child Python that imports ``tests.*``: mcpcall's own folder first, so the child
+    imports the same mcpcall as this process (the installed wheel under ``make test``), then the checkout."""
+    import mcpcall
+
+    here = str(Path(mcpcall.__file__).resolve().parents[1])
+    return os.pathsep.join(dict.fromkeys([here, str(ROOT)]))
+
+
 def demo_argv(*extra: str) -> List[str]:
     """argv for the bundled demo server."""
     return [PYTHON, "-m", "mcpcall.demo_server", *extra]

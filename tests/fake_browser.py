@@ -11,6 +11,8 @@ import os
 import sys
 from pathlib import Path
 
+from tests.conftest import child_pythonpath
+
 ROOT = Path(__file__).resolve().parents[1]
 
 SCRIPT = """\
@@ -29,7 +31,7 @@ def browser_env(tmp_path: Path) -> dict[str, str]:
     script.chmod(0o700)
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "MCPCALL_OAUTH_REDIRECT")}
     env.update(BROWSER=str(script), FAKE_BROWSER_LOG=str(tmp_path / "browser.log"),
-               XDG_CACHE_HOME=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
+               XDG_CACHE_HOME=str(tmp_path / "cache"), PYTHONPATH=child_pythonpath())
     return env
 
 

@@ -28,6 +28,7 @@ from mcpcall.auth.tokens import (
     default_token_path,
 )
 from mcpcall.errors import MCPError
+from tests.conftest import child_pythonpath
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "sEcReT-access-4f9a"
@@ -318,7 +319,7 @@ def test_file_store_two_processes_both_persist(tmp_path: Path) -> None:
             store.put(Token(access_token="a", token_type="Bearer", issuer="iss", resource=f"{sys.argv[2]}-{j}"))
         """
     )
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=child_pythonpath())
     procs = [subprocess.Popen([sys.executable, "-c", script, str(path), name], env=env) for name in ("p", "q")]
     assert [p.wait(timeout=60) for p in procs] == [0, 0]
     store = FileTokenStore(path)

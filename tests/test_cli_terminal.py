@@ -25,7 +25,7 @@ from mcpcall.cli.progress import PlainBar, screen
 from mcpcall.cli.words import build_parser, for_the_shell
 from mcpcall.errors import MethodNotFound
 from mcpcall.session.inbound import NoHandler
-from tests.conftest import fault_argv
+from tests.conftest import child_pythonpath, fault_argv
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -42,7 +42,7 @@ def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 
 def _child_env(progress: str = "off") -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = child_pythonpath()
     env["MCPCALL_PROGRESS"] = progress
     return env
 

@@ -19,7 +19,7 @@ from typing import Any, Callable
 try:
     import mcpcall
 except ImportError:  # run from a checkout without installing
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
     import mcpcall
 
 log = logging.getLogger("conformance-client")
