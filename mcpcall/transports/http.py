@@ -292,6 +292,7 @@ class HTTPTransport(HTTPBase):
         """Deliver the messages of an SSE stream; True once the answer to ``request_id`` came."""
         stream = SSEStream(body_chunks(response), response, self.max_message_bytes)
         answered = False
+        error: MCPError | None = None
         try:
             for event in stream.events():
                 if not event.data or event.event not in ("message", ""):
@@ -316,11 +317,13 @@ class HTTPTransport(HTTPBase):
         except ProtocolError as exc:
             raise ProtocolError(f"server {self.name!r} sent an SSE event over the limit of {self.max_message_bytes} "
                                 f"bytes in answer to {method} (raise max_message_bytes= if it is legitimate)") from exc
-        except Exception as exc:  # urllib3/requests/socket errors when the stream breaks
+        except Exception as exc:  # noqa: BLE001 - urllib3/requests/socket errors when the stream breaks
             if answered or self._closing.is_set() or (exchange is not None and exchange.aborted.is_set()):
                 return True, None, None
             if self.era == "modern":
-                raise self.transport_error(exc, method) from exc
+                error = self.transport_error(exc, method)
+        if error is not None:
+            raise error  # outside the except block: no foreign __context__
         return answered, stream.decoder.last_event_id, stream.decoder.retry_ms
 
     # -- the GET stream (legacy) ----------------------------------------------------------

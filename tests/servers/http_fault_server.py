@@ -41,6 +41,9 @@ Fault switches beyond the above (see :class:`FaultServer`):
 - ``endpoint_event = False``: the HTTP+SSE stream never names its endpoint
   (keep-alives only).
 - ``FaultServer(host="127.0.0.2")``: another loopback host, for origin tests.
+- :meth:`FaultServer.stop_accepting`: the host stops accepting connections (the
+  accept loop ends and the listen backlog is kept full), so a new TCP connect
+  hangs in SYN_SENT; connections already open are cut.
 - :attr:`Seen.peer` is the client's port: which requests shared a connection.
 """
 
@@ -168,6 +171,7 @@ class FaultServer:
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._backlog: list[socket.socket] = []  # connections that fill the listen backlog (stop_accepting)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -203,7 +207,35 @@ class FaultServer:
         httpd.cut_connections()
         httpd.join_handlers(5)
         httpd.server_close()
+        for sock in self._backlog:
+            sock.close()
+        self._backlog.clear()
         self._httpd = None
+
+    def stop_accepting(self) -> None:
+        """Keep listening but never accept again, with the backlog full: a new TCP connect hangs.
+
+        The accept loop ends, the backlog shrinks to its minimum and is filled
+        with connections of our own until one of them gets no answer to its SYN
+        (the kernel drops SYNs to a listener whose accept queue is full). Open
+        connections are cut, so the client's pooled ones are gone too.
+        """
+        httpd = self._httpd
+        assert httpd is not None and self._thread is not None
+        httpd.shutdown()
+        self._thread.join(5)
+        httpd.socket.listen(0)
+        for _ in range(64):
+            sock = socket.socket()
+            sock.setblocking(False)
+            self._backlog.append(sock)
+            sock.connect_ex((self.host, self.port))
+            _, connected, _ = select.select([], [sock], [], 0.5)
+            if not connected:  # its SYN went unanswered: the backlog is full
+                break
+        else:
+            raise RuntimeError("the listen backlog never filled up")
+        httpd.cut_connections()
 
     # -- for tests -------------------------------------------------------------------
 
