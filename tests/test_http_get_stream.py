@@ -13,9 +13,6 @@ import gc
 import json
 import os
 import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +22,7 @@ import pytest
 import mcpcall
 from tests.servers.http_fault_server import FaultServer
 from tests.test_http_hardening import outcome_of
+from tests.test_peer_http import LOOPBACK, Peer
 
 MARGIN = 1.5
 
@@ -86,39 +84,17 @@ def _sdk_example() -> Path | None:
     return path if path.is_file() else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
-def sdk_example() -> Iterator[str]:
+def sdk_example(tmp_path: Path) -> Iterator[str]:
     example = _sdk_example()
     if example is None:
         pytest.skip("needs MCPCALL_PEERS with @modelcontextprotocol/sdk installed, and node")
-    port = _free_port()
-    env = dict(os.environ, MCP_PORT=str(port), PORT=str(port))
-    proc = subprocess.Popen(["node", str(example)], cwd=example.parent, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    # PORT=0 and loopback.cjs: it listens on 127.0.0.1 only, on a free port it reports.
+    peer = Peer(["node", "-r", str(LOOPBACK), str(example)], tmp_path / "stderr.txt", env=dict(os.environ, PORT="0"))
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    pytest.fail("the SDK example server did not start")
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{peer.port}/mcp"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        peer.stop()
 
 
 def _answer(params: dict[str, Any]) -> dict[str, Any]:
