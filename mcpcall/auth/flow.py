@@ -28,7 +28,7 @@ import requests
 
 from ..config import redact_url
 from ..scheduler import get_scheduler
-from ..transports._exchanges import Exchange, current_exchange, tracked_pool_classes
+from ..transports._exchanges import Exchange, current_exchange, track_session
 from .challenge import Challenge, bearer_challenge
 from .discovery import (
     AuthError,
@@ -117,14 +117,7 @@ MAX_BODY = 1 << 20
 
 def new_session() -> requests.Session:
     """A session whose sockets a deadline can shut (see :func:`_call`); the flow's own sessions are made here."""
-    from requests.adapters import HTTPAdapter
-
-    session = requests.Session()
-    for scheme in ("http://", "https://"):
-        adapter = HTTPAdapter(max_retries=0)
-        adapter.poolmanager.pool_classes_by_scheme = tracked_pool_classes()
-        session.mount(scheme, adapter)
-    return session
+    return track_session(requests.Session(), max_retries=0)  # type: ignore[no-any-return]
 
 
 def _call(

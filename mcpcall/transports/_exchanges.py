@@ -2,21 +2,36 @@
 
 A worker runs each request inside an :class:`Exchange` (``with exchange:``).
 The urllib3 connections that mcpcall's sessions use record every socket they
-open or reuse for it in that exchange, and the pool takes it back out when the
+open or reuse for it in that exchange — a new socket as soon as it exists,
+before its TCP connect starts — and the pool takes it back out when the
 connection returns to the pool. :meth:`Exchange.abort` then shuts exactly the
-sockets of that request — before its response headers, while its body streams,
-and on a close-delimited stream that ``http.client`` has already detached from
-its connection — and sets an event that ends any wait (a ``retry:`` delay). It
-never closes a response, never takes a lock another thread holds while doing
-I/O, and never touches a socket another request picked up next: the worker
-that owns the response closes it.
+sockets of that request — while it connects (TCP or the TLS handshake), before
+its response headers, while its body streams, and on a close-delimited stream
+that ``http.client`` has already detached from its connection — and sets an
+event that ends any wait (a ``retry:`` delay). It never closes a response,
+never takes a lock another thread holds while doing I/O, and never touches a
+socket another request picked up next: the worker that owns the response
+closes it.
+
+For other code that sends HTTP on a thread inside an exchange (an auth hook
+that refreshes a token in the middle of a request): a ``requests`` session
+given :func:`track_session` records its sockets in the thread's current
+exchange (:func:`current_exchange`), so the request's deadline, its cancel
+and ``close()`` stop that nested traffic too, connect included; its
+:attr:`Exchange.aborted` event ends any wait, and :attr:`Exchange.deadline`
+says how long the request may still take.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
+import math
 import os
+import select
 import socket
+import sys
 import threading
 import weakref
 from collections.abc import Iterator
@@ -24,7 +39,7 @@ from typing import Any, Callable
 
 from ..forking import on_fork_in_child
 
-__all__ = ["Exchange", "Sending", "current_exchange", "current_sending", "sending", "tracked_pool_classes"]
+__all__ = ["Exchange", "Sending", "current_exchange", "current_sending", "sending", "track_session", "tracked_pool_classes"]
 
 _current = threading.local()
 
@@ -37,12 +52,16 @@ def _shut(sock: Any) -> None:
 class Exchange:
     """One request's HTTP traffic; ``abort()`` is safe from any thread, any time, more than once."""
 
-    __slots__ = ("_on_abort", "_outer", "_sockets", "aborted", "label")
+    __slots__ = ("_on_abort", "_outer", "_sockets", "aborted", "connected", "deadline", "label")
 
-    def __init__(self, label: Any = None) -> None:
+    def __init__(self, label: Any = None, deadline: float = math.inf) -> None:
         self.label = label
         #: Set by :meth:`abort`; waits between attempts use it to end early.
         self.aborted = threading.Event()
+        #: True once one of its sockets was connected (TCP, and TLS for https): the server was reached.
+        self.connected = False
+        #: The monotonic time by which the exchange is aborted (``math.inf``: none known here).
+        self.deadline = deadline
         self._sockets: list[Any] = []
         self._on_abort: list[Callable[[], None]] = []
         self._outer: Exchange | None = None  # the thread's exchange around this one (a reply POSTed by a worker)
@@ -142,6 +161,7 @@ def _track(connection: Any) -> None:
     _untrack(connection)
     connection._mcpcall_exchange = exchange
     connection._mcpcall_sock = sock
+    exchange.connected = True
     exchange.attach(sock)
 
 
@@ -184,36 +204,166 @@ def _forget_sockets() -> None:
 on_fork_in_child(_SOCKETS, _forget_sockets)
 
 
+def _wait_connected(sock: socket.socket, timeout: float | None) -> None:
+    """Wait for a non-blocking connect to end (a shutdown by :meth:`Exchange.abort` ends it too)."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(sock, select.POLLOUT | select.POLLERR | select.POLLHUP)
+        ready = bool(poller.poll(None if timeout is None else max(0, math.ceil(timeout * 1000))))
+    else:  # pragma: no cover - Windows: no poll(); the timeout still bounds it
+        _, writable, failed = select.select([], [sock], [sock], timeout)
+        ready = bool(writable or failed)
+    if not ready:
+        raise socket.timeout("timed out")
+    code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if code:
+        raise OSError(code, os.strerror(code))
+
+
+def _open_socket(connection: Any, exchange: Exchange) -> socket.socket:
+    """urllib3's ``create_connection``, with each socket in ``exchange`` before its connect starts.
+
+    The connect is started without blocking, and only then is the exchange
+    looked at: an abort from then on shuts a socket that is connecting (which
+    wakes the wait), and one before is seen here. Either way the connect ends.
+    """
+    from urllib3.exceptions import LocationParseError
+    from urllib3.util.connection import allowed_gai_family
+
+    host, port = connection._dns_host, connection.port
+    if host.startswith("["):
+        host = host.strip("[]")
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        raise LocationParseError(f"'{host}', label empty or too long") from None
+    timeout = connection.timeout if connection.timeout is None or isinstance(connection.timeout, (int, float)) \
+        else socket.getdefaulttimeout()
+    error: OSError | None = None
+    for family, kind, proto, _, address in socket.getaddrinfo(host, port, allowed_gai_family(), socket.SOCK_STREAM):
+        sock = None
+        try:
+            sock = socket.socket(family, kind, proto)
+            for option in connection.socket_options or ():
+                sock.setsockopt(*option)
+            if connection.source_address:
+                sock.bind(connection.source_address)
+            exchange.attach(sock)
+            connection._mcpcall_exchange = exchange  # so that the pool's _put_conn takes it back out
+            connection._mcpcall_sock = sock
+            sock.setblocking(False)
+            code = sock.connect_ex(address)
+            if exchange.aborted.is_set():
+                raise OSError(errno.ECONNABORTED, "the exchange was aborted")
+            if code not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
+                raise OSError(code, os.strerror(code))
+            if code:
+                _wait_connected(sock, timeout)
+            if exchange.aborted.is_set():
+                raise OSError(errno.ECONNABORTED, "the exchange was aborted")
+            sock.settimeout(timeout)
+            if hasattr(connection, "ssl_context"):
+                # Wrapping for TLS detaches the descriptor from ``sock`` (its shutdown then does nothing):
+                # a second descriptor of the same connection lets abort() end the handshake.
+                handle = sock.dup()
+                connection._mcpcall_handshake = handle
+                exchange.attach(handle)
+            return sock
+        except OSError as exc:
+            error = exc
+            if sock is not None:
+                _untrack(connection)
+                sock.close()
+    if error is not None:
+        try:
+            raise error
+        finally:
+            error = None
+    raise OSError("getaddrinfo returns an empty list")
+
+
+def _new_conn(connection: Any, exchange: Exchange) -> socket.socket:
+    """What ``HTTPConnection._new_conn`` does, with urllib3's errors, through :func:`_open_socket`."""
+    from urllib3 import exceptions
+
+    try:
+        sock = _open_socket(connection, exchange)
+    except socket.gaierror as exc:
+        resolution = getattr(exceptions, "NameResolutionError", None)  # urllib3 >= 2
+        if resolution is not None:
+            raise resolution(connection.host, connection, exc) from exc
+        raise exceptions.NewConnectionError(connection, f"Failed to establish a new connection: {exc}") from exc
+    except socket.timeout as exc:
+        raise exceptions.ConnectTimeoutError(
+            connection, f"Connection to {connection.host} timed out. (connect timeout={connection.timeout})",
+        ) from exc
+    except OSError as exc:
+        raise exceptions.NewConnectionError(connection, f"Failed to establish a new connection: {exc}") from exc
+    sys.audit("http.client.connect", connection, connection.host, connection.port)
+    return sock
+
+
+class _Tracking:
+    """Mixed into urllib3's connection classes: every socket goes into the thread's exchange."""
+
+    _mcpcall_exchange: Any = None
+    _mcpcall_sock: Any = None
+    _mcpcall_handshake: Any = None  # during a TLS handshake: a second descriptor of the socket, for abort()
+
+    def _new_conn(self) -> socket.socket:
+        exchange = current_exchange()
+        if exchange is None:
+            return super()._new_conn()  # type: ignore[misc, no-any-return]
+        return _new_conn(self, exchange)
+
+    def connect(self) -> None:
+        try:
+            super().connect()  # type: ignore[misc]
+        finally:
+            handle, self._mcpcall_handshake = self._mcpcall_handshake, None
+            if handle is not None:
+                exchange = self._mcpcall_exchange
+                if exchange is not None:
+                    exchange.detach(handle)
+                handle.close()
+        _connections.add(self)
+        _track(self)  # the socket it ends with (TLS wraps the one that connected)
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        _track(self)  # a reused connection: its socket exists already
+        super().request(*args, **kwargs)  # type: ignore[misc]
+
+
+class _RedactInExchange(logging.Filter):
+    """On urllib3's loggers: a record of traffic inside an exchange shows its URLs redacted.
+
+    urllib3 logs each request line (``"POST /mcp?api_key=… HTTP/1.1" 200``) at
+    DEBUG. Only records made on a thread inside an exchange are touched: the
+    traffic of other code in the process is not mcpcall's to rewrite.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if current_exchange() is not None:
+            from ..config import redact_url
+
+            with contextlib.suppress(Exception):
+                record.msg, record.args = redact_url(record.getMessage()), None
+        return True
+
+
 def tracked_pool_classes() -> dict[str, Any]:
     """urllib3 pool classes (by scheme) whose connections record their sockets in the current exchange."""
     if not _classes:
         from urllib3 import connection, connectionpool
 
-        class _HTTPConnection(connection.HTTPConnection):
-            _mcpcall_exchange: Any = None
-            _mcpcall_sock: Any = None
+        for name in ("urllib3.connectionpool", "urllib3.util.retry"):
+            logging.getLogger(name).addFilter(_RedactInExchange())
 
-            def connect(self) -> None:
-                super().connect()
-                _connections.add(self)
-                _track(self)
+        class _HTTPConnection(_Tracking, connection.HTTPConnection):
+            pass
 
-            def request(self, *args: Any, **kwargs: Any) -> None:
-                _track(self)  # a reused connection: its socket exists already
-                super().request(*args, **kwargs)
-
-        class _HTTPSConnection(connection.HTTPSConnection):
-            _mcpcall_exchange: Any = None
-            _mcpcall_sock: Any = None
-
-            def connect(self) -> None:
-                super().connect()
-                _connections.add(self)
-                _track(self)
-
-            def request(self, *args: Any, **kwargs: Any) -> None:
-                _track(self)
-                super().request(*args, **kwargs)
+        class _HTTPSConnection(_Tracking, connection.HTTPSConnection):
+            pass
 
         class _HTTPPool(connectionpool.HTTPConnectionPool):
             ConnectionCls = _HTTPConnection
@@ -233,3 +383,39 @@ def tracked_pool_classes() -> dict[str, Any]:
 
         _classes.update(http=_HTTPPool, https=_HTTPSPool)
     return _classes
+
+
+_adapter_class: list[Any] = []
+
+
+def tracked_adapter(**options: Any) -> Any:
+    """A ``requests`` adapter whose connections (direct or through an HTTP proxy) use the tracked pools."""
+    if not _adapter_class:
+        from requests.adapters import HTTPAdapter
+
+        class TrackedAdapter(HTTPAdapter):
+            def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+                super().init_poolmanager(*args, **kwargs)
+                self.poolmanager.pool_classes_by_scheme = tracked_pool_classes()
+
+            def proxy_manager_for(self, proxy: Any, **kwargs: Any) -> Any:
+                manager = super().proxy_manager_for(proxy, **kwargs)
+                if not str(proxy).lower().startswith("socks"):  # SOCKS pools have connection classes of their own
+                    manager.pool_classes_by_scheme = tracked_pool_classes()
+                return manager
+
+        _adapter_class.append(TrackedAdapter)
+    return _adapter_class[0](**options)
+
+
+def track_session(session: Any, **options: Any) -> Any:
+    """Make a ``requests`` session's traffic abortable by the exchange it is sent in; returns the session.
+
+    Mounts a :func:`tracked_adapter` (built with ``options``, as ``HTTPAdapter``
+    takes them) for ``http://`` and ``https://``, in place of the adapters
+    mounted there. Traffic sent outside any exchange goes on as before.
+    """
+    adapter = tracked_adapter(**options)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session

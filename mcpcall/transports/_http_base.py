@@ -11,6 +11,12 @@ Used by :mod:`mcpcall.transports.http` (Streamable HTTP) and
   the parser that connects (:mod:`._origins`).
 - Every exception raised while a worker serves a request ends in that
   request's Future, mapped to mcpcall's errors by :meth:`HTTPBase.transport_error`.
+- A foreign error's text never reaches the mcpcall error that replaces it, its
+  ``__cause__`` or its ``__context__``: requests and urllib3 quote the URL's
+  path and query ("Max retries exceeded with url: /mcp?api_key=…"). The cause
+  is a :class:`CauseSummary` (exception types and the operating system's
+  error only), and mapped errors are raised outside the ``except`` block that
+  caught the foreign one.
 """
 
 from __future__ import annotations
@@ -33,11 +39,11 @@ from ..config import redact_url
 from ..errors import ConfigError, ConnectionClosed, HTTPError, MCPError, ProtocolError, RequestTimeout
 from ..forking import Owned
 from ..scheduler import get_scheduler
-from ._exchanges import Exchange, Sending, sending, tracked_pool_classes
+from ._exchanges import Exchange, Sending, sending, track_session
 from ._origins import origin, same_origin
 from .base import DEFAULT_MAX_MESSAGE_BYTES, Receiver, Transport
 
-__all__ = ["HTTPBase", "Job", "error_in_body"]
+__all__ = ["CauseSummary", "HTTPBase", "Job", "error_in_body"]
 
 log = logging.getLogger("mcpcall.http")
 
@@ -125,6 +131,40 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
                 todo.append(linked)
 
 
+def _os_error(causes: list[BaseException]) -> str:
+    """The operating system's error among ``causes`` (``[Errno 111] Connection refused``), or ""."""
+    for cause in causes:
+        if isinstance(cause, OSError) and isinstance(cause.errno, int) and isinstance(cause.strerror, str):
+            return f"[Errno {cause.errno}] {cause.strerror}"
+    return ""
+
+
+class CauseSummary(Exception):
+    """Stands in, as ``__cause__``, for the foreign exception an mcpcall error replaces.
+
+    It names the types of that exception and of those it wraps, and the
+    operating system's error or the TLS library's reason, never their text:
+    requests and urllib3 quote the URL (path and query, keys included) in
+    theirs, and a traceback, ``logging.exception`` or an error tracker shows
+    every cause.
+    """
+
+    @classmethod
+    def of(cls, exc: BaseException) -> CauseSummary:
+        causes = list(_causes(exc))
+        names = []
+        for cause in causes:
+            kind = type(cause)
+            name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+            if name not in names:
+                names.append(name)
+        detail = _os_error(causes)
+        tls = next((c for c in causes if isinstance(c, ssl.SSLError)), None)
+        if tls is not None and isinstance(getattr(tls, "reason", None), str):
+            detail = f"TLS: {tls.reason}"
+        return cls(" <- ".join(names) + (f": {detail}" if detail else ""))
+
+
 class HTTPBase(Transport):
     """What both HTTP transports share: the session, safe redirects, the worker pool."""
 
@@ -145,15 +185,20 @@ class HTTPBase(Transport):
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         max_workers: int = 8,
     ) -> None:
+        problem = None
         try:
             _, host, _ = origin(url)
         except ValueError as exc:  # the parser's own text may quote the URL: redacted too
-            raise ConfigError(redact_url(f"not a usable server URL: {url} ({exc})")) from None
+            problem = redact_url(f"not a usable server URL: {url} ({exc})")
+        if problem is not None:  # raised here, not in the except block: the parser's error is not its context
+            raise ConfigError(problem)
         if isinstance(auth, str):
             try:
                 auth = BearerAuth(auth)
             except ValueError as exc:
-                raise ConfigError(f"server {name or host!r}: {exc}") from None
+                problem = f"server {name or host!r}: {exc}"
+            if problem is not None:
+                raise ConfigError(problem)
         self.url = url
         #: The URL fit for messages and reprs (no credentials, no secret query values).
         self.display_url = redact_url(url)
@@ -195,13 +240,8 @@ class HTTPBase(Transport):
 
     def _open_session(self) -> Any:
         import requests
-        from requests.adapters import HTTPAdapter
 
-        session = requests.Session()
-        adapter = HTTPAdapter(pool_connections=2, pool_maxsize=self.max_workers + 2, max_retries=0)
-        adapter.poolmanager.pool_classes_by_scheme = tracked_pool_classes()
-        session.mount("http://", adapter)
-        session.mount("https://", adapter)
+        session = track_session(requests.Session(), pool_connections=2, pool_maxsize=self.max_workers + 2, max_retries=0)
         if self.verify is not None:
             session.verify = self.verify
         if self.cert is not None:
@@ -231,15 +271,18 @@ class HTTPBase(Transport):
         if session is None:
             raise ConnectionClosed(f"client for server {self.name!r} is not started")
         what = what or method
-        timeout = (connect_timeout if connect_timeout is not None else self.connect_timeout,
-                   read_timeout if read_timeout is not None else self.read_timeout)
+        connect = connect_timeout if connect_timeout is not None else self.connect_timeout
+        timeout = (connect, read_timeout if read_timeout is not None else self.read_timeout)
         for _ in range(_MAX_REDIRECTS + 1):
+            error: MCPError | None = None
             try:
                 with sending(Sending(self.url, self._log_as)):  # an auth hook's resource is self.url, whatever URL this is
                     response = session.request(method, url, data=data, headers=headers, auth=self.auth, stream=True,
                                                timeout=timeout, allow_redirects=False)
-            except Exception as exc:  # mapped to mcpcall's errors here, in one place
-                raise self.transport_error(exc, what, url) from exc
+            except Exception as exc:  # noqa: BLE001 - mapped to mcpcall's errors here, in one place
+                error = self.transport_error(exc, what, url, connect_timeout=connect)
+            if error is not None:
+                raise error  # outside the except block: no foreign __context__
             if response.status_code not in (301, 302, 303, 307, 308) or "location" not in response.headers:
                 return response
             target = urljoin(url, response.headers["location"])
@@ -260,10 +303,22 @@ class HTTPBase(Transport):
             url = target
         raise HTTPError(f"server {self.name!r} redirected more than {_MAX_REDIRECTS} times", status=310)
 
-    def transport_error(self, exc: BaseException, what: str, url: str | None = None) -> MCPError:
-        """``exc`` (requests, urllib3, OSError, anything) as an mcpcall error that says what happened."""
+    def transport_error(self, exc: BaseException, what: str, url: str | None = None, *,
+                        connect_timeout: float | None = None) -> MCPError:
+        """``exc`` (requests, urllib3, OSError, anything) as an mcpcall error that says what happened.
+
+        The one place foreign errors are mapped. The error's ``__cause__`` is a
+        :class:`CauseSummary` of ``exc``, never ``exc`` itself (its text may
+        quote the URL's secrets); raise it outside the ``except`` block that
+        caught ``exc``, so that ``exc`` is not its ``__context__`` either.
+        """
         if isinstance(exc, MCPError):
             return exc
+        error = self._mapped(exc, what, url, self.connect_timeout if connect_timeout is None else connect_timeout)
+        error.__cause__ = CauseSummary.of(exc)  # also sets __suppress_context__
+        return error
+
+    def _mapped(self, exc: BaseException, what: str, url: str | None, connect_timeout: float) -> MCPError:
         import requests
         import urllib3.exceptions as u3
 
@@ -279,7 +334,7 @@ class HTTPBase(Transport):
         timed_out = any(type(c) is u3.ConnectTimeoutError for c in causes)  # NewConnectionError subclasses it
         if timed_out or (unreachable is None and isinstance(exc, requests.exceptions.ConnectTimeout)):
             return ConnectionClosed(f"could not reach server {self.name!r} at {where}: no connection within "
-                                    f"{self.connect_timeout:g} s")
+                                    f"{connect_timeout:g} s")
         if unreachable is not None:
             os_error = next((c for c in causes if isinstance(c, OSError) and c.strerror), None)
             reason = os_error.strerror if os_error is not None else str(unreachable).rsplit(": ", 1)[-1]
@@ -291,9 +346,14 @@ class HTTPBase(Transport):
                                     f"while answering {what}")
         if isinstance(exc, (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
                             requests.exceptions.InvalidSchema, u3.LocationParseError)):
-            return ProtocolError(f"server {self.name!r}: cannot send {what} to {where}: the URL is invalid ({exc})")
-        if isinstance(exc, (requests.exceptions.InvalidHeader, UnicodeEncodeError)):
-            return ProtocolError(f"server {self.name!r}: cannot send {what}: a header value is not valid ({exc})")
+            return ProtocolError(f"server {self.name!r}: cannot send {what} to {where}: the URL is invalid "
+                                 f"({redact_url(str(exc))})")
+        if isinstance(exc, requests.exceptions.InvalidHeader):  # its text quotes the value: a token, perhaps
+            return ProtocolError(f"server {self.name!r}: cannot send {what}: a header value is not valid (a line break, "
+                                 "a NUL or leading whitespace)")
+        if isinstance(exc, UnicodeEncodeError):
+            return ProtocolError(f"server {self.name!r}: cannot send {what}: a header value is not valid (only Latin-1 "
+                                 f"characters can be sent; {exc.reason} at position {exc.start})")
         if isinstance(exc, (requests.exceptions.RequestException, u3.HTTPError, OSError, ValueError)):
             # Connected, then the connection broke: the server was reached.
             return ConnectionClosed(f"server {self.name!r} closed the connection before answering {what} "
@@ -316,9 +376,11 @@ class HTTPBase(Transport):
                 parts.append(chunk)
         except MCPError:
             raise
-        except Exception as exc:  # a body that breaks off mid-way
-            raise self.transport_error(exc, what) from exc
-        return b"".join(parts)
+        except Exception as exc:  # noqa: BLE001 - a body that breaks off mid-way
+            error = self.transport_error(exc, what)
+        else:
+            return b"".join(parts)
+        raise error  # outside the except block: no foreign __context__
 
     def excerpt_of(self, response: Any) -> bytes:
         """The first bytes of an error body (never more than a few KiB are read)."""
@@ -409,24 +471,37 @@ class HTTPBase(Transport):
             if self._closing.is_set():
                 raise ConnectionClosed(f"client for server {self.name!r} is closed")
             self._active.add(exchange)
+        if seconds != math.inf:
+            exchange.deadline = time.monotonic() + seconds
         timer = get_scheduler().schedule(seconds, exchange.abort) if seconds != math.inf else None
+        error: BaseException | None = None
         try:
             with exchange:
                 run(job)
-        except BaseException as exc:
-            if not exchange.aborted.is_set():
-                raise self.transport_error(exc, job.method) from exc
-            if self._closing.is_set():
-                raise ConnectionClosed(f"client for server {self.name!r} was closed while sending {job.method}") from None
-            raise RequestTimeout(
-                f"server {self.name!r} did not acknowledge {job.method} within {seconds:g} s",
-                method=job.method, timeout=seconds,
-            ) from None
+        except BaseException as exc:  # noqa: BLE001 - raised below, outside this block (no foreign __context__)
+            error = exc if not exchange.aborted.is_set() or not isinstance(exc, Exception) else None
+            if error is not None and isinstance(error, Exception):
+                error = self.transport_error(error, job.method)
         finally:
             if timer is not None:
                 timer.cancel()
             with self._lock:
                 self._active.discard(exchange)
+        if error is not None:
+            raise error
+        if not exchange.aborted.is_set():
+            return
+        if self._closing.is_set():
+            raise ConnectionClosed(f"client for server {self.name!r} was closed while sending {job.method}")
+        if not exchange.connected:  # the deadline came while connecting: nothing was sent
+            raise RequestTimeout(
+                f"could not connect to server {self.name!r} at {self.display_url} within {seconds:g} s "
+                f"to send {job.method}", method=job.method, timeout=seconds,
+            )
+        raise RequestTimeout(
+            f"server {self.name!r} did not acknowledge {job.method} within {seconds:g} s",
+            method=job.method, timeout=seconds,
+        )
 
     # -- shared contract -------------------------------------------------------------
 
@@ -471,10 +546,11 @@ class HTTPBase(Transport):
 
 
 def _short(exc: BaseException) -> str:
-    """A short cause for a requests/urllib3 exception (their text nests deeply)."""
-    text = str(exc)
+    """A short cause for a requests/urllib3 exception (their text nests deeply, and quotes the URL)."""
+    causes = list(_causes(exc))
+    text = " ".join(str(c) for c in causes)
     for marker in ("Connection refused", "Connection reset", "Remote end closed connection without response",
                    "IncompleteRead", "Connection broken", "Connection aborted", "timed out"):
         if marker in text:
             return marker[0].lower() + marker[1:]
-    return text[:200]
+    return _os_error(causes) or type(causes[-1] if causes else exc).__name__

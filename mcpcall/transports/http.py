@@ -6,7 +6,11 @@ Threads (each named ``mcpcall-<role>-<server>``):
   and reads its reply, a JSON body or an SSE stream that may carry progress
   notifications and server requests before the response. Callers only queue.
 - ``listen`` (legacy era): the GET stream for messages the server starts on
-  its own; a 405 means the server offers none.
+  its own; a 405 means the server offers none. ``notifications/initialized``
+  (the last step of connecting) returns once that stream is open or refused,
+  within its deadline: a stateful server drops a request (an elicitation) it
+  sends while no GET stream is open, so a call made right after ``connect()``
+  must find the stream there.
 
 Notifications and responses to server requests are POSTed by the calling
 thread (they are answered at once with 202). A request is cancelled by
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from .. import jsonrpc
@@ -99,6 +104,7 @@ class HTTPTransport(HTTPBase):
         self.tool_headers: dict[str, HeaderParams] = {}
         self.allow_fallback = allow_fallback
         self._listener: threading.Thread | None = None
+        self._listen_ready = threading.Event()  # the GET stream is open, refused or failed (this listener's)
         self._listen_exchange = Exchange("GET stream")
         self._options = dict(options)
 
@@ -111,13 +117,20 @@ class HTTPTransport(HTTPBase):
         self.protocol_version = version
         self.session_lost = False
 
-    def _start_listener(self) -> None:
-        """After ``notifications/initialized`` (legacy): open the GET stream for server messages."""
+    def _start_listener(self) -> threading.Event:
+        """After ``notifications/initialized`` (legacy): open the GET stream for server messages.
+
+        Returns an event set once the stream's first answer came (open or
+        refused), its first attempt failed, or the transport closed.
+        """
         with self._lock:
             if (self._listener is not None and self._listener.is_alive()) or self._closing.is_set():
-                return
-            self._listener = threading.Thread(target=self._listen, name=f"mcpcall-listen-{self.name}", daemon=True)
+                return self._listen_ready
+            ready = self._listen_ready = threading.Event()
+            self._listener = threading.Thread(target=self._listen, args=(ready,), name=f"mcpcall-listen-{self.name}",
+                                              daemon=True)
         self._listener.start()
+        return ready
 
     def fallback(self) -> Transport | None:
         """The legacy HTTP+SSE transport for the same URL (only with ``transport="auto"``)."""
@@ -159,9 +172,14 @@ class HTTPTransport(HTTPBase):
             return
         # A notification or a response: answered at once with 202; sent from this thread, in order
         # (initialized must be acknowledged before the next request), bounded by ``timeout``.
+        started = time.monotonic()
         self.acknowledged(Job(message, data, headers, None), timeout, self._post_now)
         if message.get("method") == "notifications/initialized" and self.era == "legacy":
-            self._start_listener()
+            # Connecting ends once the GET stream is open or refused (within what is left of ``timeout``).
+            ready = self._start_listener()
+            left = (ACK_TIMEOUT if timeout is None else timeout) - (time.monotonic() - started)
+            if not ready.wait(max(0.0, left)):
+                log.debug("server %r: the GET stream did not open within the connect deadline", self.name)
 
     def _post_now(self, job: Job) -> None:
         what = job.method
@@ -292,6 +310,7 @@ class HTTPTransport(HTTPBase):
         """Deliver the messages of an SSE stream; True once the answer to ``request_id`` came."""
         stream = SSEStream(body_chunks(response), response, self.max_message_bytes)
         answered = False
+        error: MCPError | None = None
         try:
             for event in stream.events():
                 if not event.data or event.event not in ("message", ""):
@@ -316,16 +335,24 @@ class HTTPTransport(HTTPBase):
         except ProtocolError as exc:
             raise ProtocolError(f"server {self.name!r} sent an SSE event over the limit of {self.max_message_bytes} "
                                 f"bytes in answer to {method} (raise max_message_bytes= if it is legitimate)") from exc
-        except Exception as exc:  # urllib3/requests/socket errors when the stream breaks
+        except Exception as exc:  # noqa: BLE001 - urllib3/requests/socket errors when the stream breaks
             if answered or self._closing.is_set() or (exchange is not None and exchange.aborted.is_set()):
                 return True, None, None
             if self.era == "modern":
-                raise self.transport_error(exc, method) from exc
+                error = self.transport_error(exc, method)
+        if error is not None:
+            raise error  # outside the except block: no foreign __context__
         return answered, stream.decoder.last_event_id, stream.decoder.retry_ms
 
     # -- the GET stream (legacy) ----------------------------------------------------------
 
-    def _listen(self) -> None:
+    def _listen(self, ready: threading.Event) -> None:
+        try:
+            self._listen_loop(ready)
+        finally:
+            ready.set()
+
+    def _listen_loop(self, ready: threading.Event) -> None:
         last_id: str | None = None
         delay = 1.0
         exchange = self._listen_exchange
@@ -335,7 +362,10 @@ class HTTPTransport(HTTPBase):
                 headers["Last-Event-ID"] = last_id
             try:
                 with exchange:
-                    response = self._http("GET", self.url, headers=headers, what="the GET stream")
+                    try:
+                        response = self._http("GET", self.url, headers=headers, what="the GET stream")
+                    finally:
+                        ready.set()  # open, refused or failed: connect() waits no longer
                     try:
                         ctype = response.headers.get("content-type", "")
                         if response.status_code >= 400 or "event-stream" not in ctype:

@@ -26,7 +26,10 @@ comments, CRLFs and a progress notice, a few bytes per TCP write);
 ``hold(seconds)`` (no reply at all, not even headers, for ``seconds``, noticing
 a client that hangs up); ``resume(message)`` (a priming event, then the stream closes; the answer
 comes on the GET with ``Last-Event-ID``); ``hdr`` (``x-mcp-header``
-parameters); ``bad_number`` and ``bad_empty`` (invalid annotations).
+parameters); ``bad_number`` and ``bad_empty`` (invalid annotations); ``elicit`` (legacy: asks the
+client with ``elicitation/create`` on the standalone GET stream and answers with what it said; a
+request it cannot deliver, no GET stream being open, is dropped, as stateful SDK servers do, and
+the call then gets no answer: :attr:`FaultServer.undelivered` counts them).
 
 Fault switches beyond the above (see :class:`FaultServer`):
 
@@ -41,6 +44,11 @@ Fault switches beyond the above (see :class:`FaultServer`):
 - ``endpoint_event = False``: the HTTP+SSE stream never names its endpoint
   (keep-alives only).
 - ``FaultServer(host="127.0.0.2")``: another loopback host, for origin tests.
+- ``get_delay``: seconds the standalone GET stream takes to answer (its headers), so that a
+  client that does not wait for it to open calls ``elicit`` before it is.
+- :meth:`FaultServer.stop_accepting`: the host stops accepting connections (the
+  accept loop ends and the listen backlog is kept full), so a new TCP connect
+  hangs in SYN_SENT; connections already open are cut.
 - :attr:`Seen.peer` is the client's port: which requests shared a connection.
 """
 
@@ -101,6 +109,7 @@ TOOLS: list[dict[str, Any]] = [
         "plain": _prop("string"),
     }}},
     {"name": "bad_number", "inputSchema": {"type": "object", "properties": {"ratio": _prop("number", "Ratio")}}},
+    {"name": "elicit", "inputSchema": {"type": "object", "properties": {}}},
     {"name": "bad_empty", "inputSchema": {"type": "object", "properties": {"x": _prop("string", "")}}},
 ]
 HEADER_PARAMS = {"hdr": {"region": "Region", "greeting": "Greeting", "count": "Count", "flag": "Flag"}}
@@ -155,11 +164,15 @@ class FaultServer:
         self.release = threading.Event()
         self.close_delimited = False  # SSE replies and streams end by closing the connection
         self.endpoint_event = True  # the HTTP+SSE stream names its endpoint
+        self.get_delay = 0.0  # seconds before the standalone GET stream answers
         # -- what happened -----------------------------------------------------
         self.seen: list[Seen] = []
         self.sessions: dict[str, int] = {}  # live session id -> requests seen
         self.dropped: list[Any] = []  # ids of slow/hold calls whose connection the client closed
         self.resume_closed_at: float | None = None
+        self.undelivered = 0  # server requests dropped: no GET stream was open (the ``elicit`` tool)
+        self.get_streams_open = 0
+        self.responses: dict[Any, Any] = {}  # id -> what the client answered to a server request
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._notices: queue.Queue[dict[str, Any]] = queue.Queue()
@@ -168,6 +181,7 @@ class FaultServer:
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._backlog: list[socket.socket] = []  # connections that fill the listen backlog (stop_accepting)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -203,7 +217,35 @@ class FaultServer:
         httpd.cut_connections()
         httpd.join_handlers(5)
         httpd.server_close()
+        for sock in self._backlog:
+            sock.close()
+        self._backlog.clear()
         self._httpd = None
+
+    def stop_accepting(self) -> None:
+        """Keep listening but never accept again, with the backlog full: a new TCP connect hangs.
+
+        The accept loop ends, the backlog shrinks to its minimum and is filled
+        with connections of our own until one of them gets no answer to its SYN
+        (the kernel drops SYNs to a listener whose accept queue is full). Open
+        connections are cut, so the client's pooled ones are gone too.
+        """
+        httpd = self._httpd
+        assert httpd is not None and self._thread is not None
+        httpd.shutdown()
+        self._thread.join(5)
+        httpd.socket.listen(0)
+        for _ in range(64):
+            sock = socket.socket()
+            sock.setblocking(False)
+            self._backlog.append(sock)
+            sock.connect_ex((self.host, self.port))
+            _, connected, _ = select.select([], [sock], [], 0.5)
+            if not connected:  # its SYN went unanswered: the backlog is full
+                break
+        else:
+            raise RuntimeError("the listen backlog never filled up")
+        httpd.cut_connections()
 
     # -- for tests -------------------------------------------------------------------
 
@@ -484,12 +526,16 @@ class _Handler(BaseHTTPRequestHandler):
         if canned is not None:
             self._send_canned(canned, message)
             return
+        if not is_request and method is None and "id" in message:
+            with fault._changed:
+                fault.responses[message["id"]] = message
+                fault._changed.notify_all()
         if not is_request:
             self.send_response(202)
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        if method == "tools/call" and key in ("slow", "hold", "trickle", "resume"):
+        if method == "tools/call" and key in ("slow", "hold", "trickle", "resume", "elicit"):
             getattr(self, f"_tool_{key}")(message, headers)
             return
         reply = fault.answer(message)
@@ -597,6 +643,31 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_json(200, {"jsonrpc": "2.0", "id": message.get("id"),
                              "result": {"content": [{"type": "text", "text": "held"}]}}, headers)
 
+    def _tool_elicit(self, message: dict[str, Any], headers: dict[str, str]) -> None:
+        fault = self.fault
+        rid = f"elicit-{uuid.uuid4().hex}"
+        ask = {"jsonrpc": "2.0", "id": rid, "method": "elicitation/create", "params": {
+            "message": "Go on?", "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}}
+        with fault._changed:
+            delivered = fault.get_streams_open > 0
+            if not delivered:
+                fault.undelivered += 1
+                fault._changed.notify_all()
+        if delivered:
+            fault.push(ask)
+        conn = self.connection
+        answer = None
+        while answer is None:  # an undelivered request is never answered: wait for the client to give up
+            with fault._changed:
+                fault._changed.wait_for(lambda: rid in fault.responses or fault._stopping.is_set(), 0.05)
+                answer = fault.responses.pop(rid, None)
+            if answer is None and (fault._stopping.is_set() or _peer_closed(conn)):
+                self.close_connection = True
+                return
+        text = json.dumps(answer.get("result"), sort_keys=True)
+        self.send_json(200, {"jsonrpc": "2.0", "id": message.get("id"),
+                             "result": {"content": [{"type": "text", "text": text}], "isError": False}}, headers)
+
     def _tool_trickle(self, message: dict[str, Any], headers: dict[str, str]) -> None:
         """Comments, CRLF line ends, a progress notice and the answer, 3 bytes per TCP write."""
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -644,8 +715,16 @@ class _Handler(BaseHTTPRequestHandler):
         if fault.get_stream != "sse":
             self.send_body(405, b"no GET stream", "text/plain", {"Allow": "POST, DELETE"})
             return
-        self.start_sse()
-        self._pump(fault._notices)
+        if fault.get_delay and fault._stopping.wait(fault.get_delay):
+            return
+        with fault._changed:  # open before its headers go out, as the SDKs register the stream first
+            fault.get_streams_open += 1
+        try:
+            self.start_sse()
+            self._pump(fault._notices)
+        finally:
+            with fault._changed:
+                fault.get_streams_open -= 1
 
     def _pump(self, source: queue.Queue[dict[str, Any]]) -> None:
         """Send what ``source`` yields, with keep-alives, until the server stops or the client goes."""
