@@ -5,6 +5,8 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 PEERS  := .npm-peers
 EVERYTHING_VERSION := 2026.8.31
+# The TypeScript SDK, for its own example servers (tests/test_http_get_stream.py runs elicitationFormExample.js).
+TS_SDK_VERSION := 1.32.2
 MCP1_VENV := .venv-mcp1
 MCP1_VERSION := 1.30.0
 
@@ -49,7 +51,7 @@ $(VENV)/.dev: $(VENV)/.base
 $(PEERS)/.installed: Makefile
 	mkdir -p $(PEERS)
 	cd $(PEERS) && npm install --no-audit --no-fund --loglevel=error \
-		@modelcontextprotocol/server-everything@$(EVERYTHING_VERSION)
+		@modelcontextprotocol/server-everything@$(EVERYTHING_VERSION) @modelcontextprotocol/sdk@$(TS_SDK_VERSION)
 	touch $@
 
 peers: $(PEERS)/.installed redis
