@@ -21,6 +21,7 @@ from ..headers import InvalidHeaderAnnotation, header_params
 from ..jsonrpc import copy_json
 from ..schema import Check, input_check, output_check
 from ..types import CallToolResult, Tool, ToolList, parse_call_result, parse_tool
+from ..types.tools import NestedTooDeep
 from .calls import Caller
 
 __all__ = ["ToolCatalog"]
@@ -55,8 +56,8 @@ class ToolCatalog:
                 # Every page came from the cache: nothing to compile again. The pages are the cache's
                 # copies, so Tools parsed from them share nothing with the catalog's own.
                 kept_names = {tool.name for tool in self._listed}
-                return ToolList(tool for tool in (parse_tool(item, self.name) for item in raw) if tool.name in kept_names)
-        tools = [parse_tool(item, self.name) for item in raw]
+                return ToolList(tool for tool in self._parse_all(raw, quiet=True) if tool.name in kept_names)
+        tools = self._parse_all(raw)
         checks: dict[str, Check] = {}
         if self.validate_output:
             for tool in tools:
@@ -78,6 +79,17 @@ class ToolCatalog:
                 self._listed_generation = generation
         # The caller's to change: the catalog keeps the schemas as the server sent them.
         return ToolList(parse_tool(copy_json(tool.raw), self.name) for tool in kept)
+
+    def _parse_all(self, raw: list[Any], *, quiet: bool = False) -> list[Tool]:
+        """The tools of a listing; one nested too deeply to copy, check or show is left out, with a warning."""
+        tools = []
+        for item in raw:
+            try:
+                tools.append(parse_tool(item, self.name))
+            except NestedTooDeep as exc:
+                if not quiet:
+                    log.warning("%s; it is left out of the listing", exc)
+        return tools
 
     def _with_headers(self, tools: list[Tool]) -> list[Tool]:
         """Over modern Streamable HTTP, register each tool's ``x-mcp-header`` params; leave out broken ones."""
