@@ -11,12 +11,14 @@ invalidates all of it: the next listing starts afresh.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Mapping
+from time import monotonic
 from typing import Any
 
 from ..dispatcher import RequestFuture
-from ..errors import InvalidRequest, ProtocolError
+from ..errors import InvalidRequest, MCPError, ProtocolError
 from ..headers import InvalidHeaderAnnotation, header_params
 from ..jsonrpc import copy_json
 from ..schema import Check, input_check, output_check
@@ -27,6 +29,8 @@ from .calls import Caller
 __all__ = ["ToolCatalog"]
 
 log = logging.getLogger("mcpcall.client")
+
+_RELIST_AFTER = 30.0  # seconds before a call tries again to list tools that could not be listed
 
 
 class ToolCatalog:
@@ -44,6 +48,8 @@ class ToolCatalog:
         self._listed_generation = -1
         self._listed: list[Tool] = []
         self.generation = 0  # bumped by every invalidation
+        self._unlistable_until = 0.0  # after a failed listing for a call: when to try again
+        caller.before_send["tools/call"] = self._before_call
 
     def list_tools(self, timeout: float | None = None, *, cache: bool = True) -> ToolList[Tool]:
         """Every tool of the server (all pages); see ``Client.list_tools``."""
@@ -90,6 +96,30 @@ class ToolCatalog:
                 if not quiet:
                     log.warning("%s; it is left out of the listing", exc)
         return tools
+
+    def _before_call(self, call: Any) -> bool:
+        """Before ``tools/call`` (caller's thread): list the tools once if the ``outputSchema`` is not known yet.
+
+        Nothing to do once the tools were listed in this generation (the hot path:
+        two reads). A failing listing (no tools capability, an error, no time)
+        leaves the result unchecked, with a warning, and is not tried again for
+        :data:`_RELIST_AFTER` seconds. The listing's time comes out of the call's.
+        """
+        if not self.validate_output or self._listed_generation == self.generation:
+            return False
+        if monotonic() < self._unlistable_until:
+            return False
+        timeout = call.timeout if call.timeout is not None and call.timeout != math.inf else self.caller.timeout
+        if call.max_timeout is not None:
+            timeout = min(timeout, call.max_timeout)
+        name = call.params.get("name") if isinstance(call.params, dict) else None
+        try:
+            self.list_tools(timeout)
+        except MCPError as exc:
+            self._unlistable_until = monotonic() + _RELIST_AFTER
+            log.warning("server %r: the tools could not be listed to learn the outputSchema of %r, so its result is "
+                        "not checked (%s)", self.name, name, exc)
+        return True
 
     def _with_headers(self, tools: list[Tool]) -> list[Tool]:
         """Over modern Streamable HTTP, register each tool's ``x-mcp-header`` params; leave out broken ones."""
