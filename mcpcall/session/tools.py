@@ -18,7 +18,7 @@ from time import monotonic
 from typing import Any
 
 from ..dispatcher import RequestFuture
-from ..errors import InvalidRequest, MCPError, ProtocolError
+from ..errors import InvalidRequest, ProtocolError, RequestTimeout, RPCError
 from ..headers import InvalidHeaderAnnotation, header_params
 from ..jsonrpc import copy_json
 from ..schema import Check, input_check, output_check
@@ -103,7 +103,8 @@ class ToolCatalog:
         Nothing to do once the tools were listed in this generation (the hot path:
         two reads). A failing listing (no tools capability, an error, no time)
         leaves the result unchecked, with a warning, and is not tried again for
-        :data:`_RELIST_AFTER` seconds. The listing's time comes out of the call's.
+        :data:`_RELIST_AFTER` seconds; a lost connection or session raises, as the
+        call would. The listing's time comes out of the call's.
         """
         if not self.validate_output or self._listed_generation == self.generation:
             return False
@@ -115,7 +116,7 @@ class ToolCatalog:
         name = call.params.get("name") if isinstance(call.params, dict) else None
         try:
             self.list_tools(timeout)
-        except MCPError as exc:
+        except (RPCError, ProtocolError, RequestTimeout) as exc:  # the server's refusal; a lost connection or session raises
             self._unlistable_until = monotonic() + _RELIST_AFTER
             log.warning("server %r: the tools could not be listed to learn the outputSchema of %r, so its result is "
                         "not checked (%s)", self.name, name, exc)
