@@ -120,3 +120,15 @@ def test_parse_tool_names_the_server_and_the_tool() -> None:
     with pytest.raises(MCPError, match=r"server 'srv': the definition of tool 'deep' nests deeper than 64 levels"):
         mcpcall.types.parse_tool({"name": "deep", "inputSchema": deep_schema(5000)}, "srv")
     mcpcall.types.parse_tool({"name": "fits", "inputSchema": deep_schema(MAX_DEPTH - 2)}, "srv")
+
+
+def test_a_registry_keeps_the_other_tools_of_a_server_with_a_deep_one(server_script: Path,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    from mcpcall.registry import ToolRegistry
+
+    caplog.set_level(logging.WARNING, logger="mcpcall")
+    with ToolRegistry({"deepsrv": {"command": sys.executable, "args": [str(server_script), "600"]}}, timeout=10) as registry:
+        names = [tool.name for tool in registry.tools()]
+        assert len(names) == 1 and names[0].endswith("fine"), names
+        assert not registry.errors
+    assert "the definition of tool 'deep' nests deeper" in caplog.text  # not silent
