@@ -5,6 +5,18 @@ is resolved within the schema only: nothing is ever fetched from the network,
 and a reference that points outside fails the check instead of passing it.
 jsonschema is imported on first use, not with mcpcall. A mismatch raises
 :class:`~mcpcall.errors.SchemaValidationError` with the JSON path and the reason.
+
+What a server controls is checked at a bounded cost, in one validator class
+(:func:`_safe_class`, jsonschema's own extended) used for every check here and
+for checking the schema against its meta-schema: ``pattern``,
+``patternProperties`` and ``additionalProperties`` match through
+:mod:`mcpcall.patterns` (RE2 when installed, else Python's re only where it
+cannot backtrack without bound); ``uniqueItems`` compares a canonical, hashable
+form of each item (linear, where jsonschema's is quadratic for objects);
+``format`` stays an annotation (no format checker is passed), and the meta-schema's
+``regex`` format only asks whether a pattern compiles. What cannot be checked
+at a bounded cost is skipped, with one log record per schema: a skipped check
+never makes a value invalid. A schema nested deeper than :data:`MAX_DEPTH` is not used.
 """
 
 from __future__ import annotations
@@ -17,10 +29,12 @@ from typing import Any, Callable
 
 from .errors import ProtocolError, SchemaValidationError
 
-__all__ = ["Check", "input_check", "output_check", "schema_check"]
+__all__ = ["MAX_DEPTH", "Check", "deeper_than", "input_check", "output_check", "schema_check"]
 
 log = logging.getLogger("mcpcall.schema")
 
+#: How deeply a tool definition (and so each of its schemas) may nest: dicts and lists, counted from the tool's own dict.
+MAX_DEPTH = 64
 _MAX_VALIDATORS = 512
 _validators: OrderedDict[str, Any] = OrderedDict()  # canonical schema JSON -> validator, or why it is invalid
 _lock = threading.Lock()
@@ -42,6 +56,211 @@ def _json_path(parts: Any) -> str:
     return path
 
 
+def deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests dicts and lists more than ``limit`` deep (iterative: any depth is safe to ask about)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, (list, tuple)):
+            children = node
+        else:
+            continue
+        depth += 1
+        if depth > limit:
+            return True
+        stack.extend((child, depth) for child in children if isinstance(child, (dict, list, tuple)))
+    return False
+
+
+class _Compiled:
+    """A validator with what it cannot check, and whether that was said (once per schema)."""
+
+    __slots__ = ("said", "said_at_run", "skipped", "validator")
+
+    def __init__(self, validator: Any, skipped: list[str]) -> None:
+        self.validator = validator
+        self.skipped = skipped
+        self.said = False
+        self.said_at_run = False
+
+
+_run = threading.local()  # .skipped: the patterns a check in progress on this thread could not apply
+
+
+def _skipped(pattern: str) -> None:
+    found = getattr(_run, "skipped", None)
+    if found is not None and len(found) < 8:
+        found.append(pattern)
+
+
+def _search(pattern: Any, text: Any) -> bool | None:
+    if not isinstance(pattern, str) or not isinstance(text, str):
+        return None
+    from .patterns import search
+
+    matched = search(pattern, text)
+    if matched is None:
+        _skipped(pattern)
+    return matched
+
+
+def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Any:
+    if validator.is_type(instance, "string") and _search(pattern, instance) is False:
+        from jsonschema.exceptions import ValidationError
+
+        yield ValidationError(f"{_short(instance)} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any) -> Any:
+    if not validator.is_type(instance, "object") or not isinstance(patterns, dict):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _search(pattern, key):  # None (not decidable): that subschema is not applied
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Any:
+    if not validator.is_type(instance, "object"):
+        return
+    from jsonschema.exceptions import ValidationError
+
+    properties = schema.get("properties", {})
+    patterns = schema.get("patternProperties", {})
+    extras = []
+    for key in instance:
+        if key in properties:
+            continue
+        verdicts = [_search(pattern, key) for pattern in patterns]
+        if any(verdict is not False for verdict in verdicts):
+            continue  # matched, or not decidable: never counted as additional
+        extras.append(key)
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:
+        joined = ", ".join(repr(each) for each in sorted(extras, key=str)[:20])
+        if patterns:
+            yield ValidationError(f"{joined} do(es) not match any of the regexes: {', '.join(map(repr, sorted(patterns)))}")
+        else:
+            yield ValidationError(f"Additional properties are not allowed ({joined} unexpected)")
+
+
+def _canonical(value: Any) -> Any:
+    """A hashable form of a JSON value, equal where JSON Schema calls values equal (1 == 1.0, True != 1); iterative."""
+    out: list[Any] = []
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        node, built = stack.pop()
+        if isinstance(node, (dict, list, tuple)):
+            if not built:
+                stack.append((node, True))
+                children = list(node.values()) if isinstance(node, dict) else list(node)
+                stack.extend((child, False) for child in reversed(children))
+                continue
+            count = len(node)
+            parts = out[len(out) - count:] if count else []
+            del out[len(out) - count:]
+            if isinstance(node, dict):
+                out.append(("object", frozenset(zip(node.keys(), parts))))
+            else:
+                out.append(("array", tuple(parts)))
+        elif isinstance(node, bool):
+            out.append(("bool", node))
+        elif isinstance(node, (int, float)):
+            out.append(("number", node))
+        elif isinstance(node, str) or node is None:
+            out.append(("leaf", node))
+        else:
+            out.append(("other", repr(node)))
+    return out[0]
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Any:
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    seen: set[Any] = set()
+    for index, item in enumerate(instance):
+        key = _canonical(item)
+        if key in seen:
+            from jsonschema.exceptions import ValidationError
+
+            yield ValidationError(f"{_short(instance)} has non-unique elements (item {index} repeats an earlier one)")
+            return
+        seen.add(key)
+
+
+def _not_applied(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+    return iter(())  # unevaluatedProperties next to an unsafe patternProperties: jsonschema would run it with re
+
+
+def _short(value: Any) -> str:
+    text = repr(value) if not deeper_than(value, 8) else f"a nested {type(value).__name__}"
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+_classes: dict[tuple[Any, bool], Any] = {}
+
+
+def _safe_class(base: Any, *, unevaluated: bool = True) -> Any:
+    """``base`` (a jsonschema validator class) with the keywords whose cost a server could drive replaced."""
+    with _lock:
+        cls = _classes.get((base, unevaluated))
+        if cls is not None:
+            return cls
+    import jsonschema
+
+    keywords = {"pattern": _pattern, "patternProperties": _pattern_properties,
+                "additionalProperties": _additional_properties, "uniqueItems": _unique_items}
+    if not unevaluated:
+        keywords["unevaluatedProperties"] = _not_applied
+    cls = jsonschema.validators.extend(base, keywords)  # type: ignore[no-untyped-call]
+    with _lock:
+        _classes[(base, unevaluated)] = cls
+    return cls
+
+
+def _scan(schema: Any) -> tuple[list[str], bool]:
+    """The patterns of ``schema`` that are never applied (and why), and whether it has patternProperties."""
+    from .patterns import status
+
+    notes: list[str] = []
+    has_pattern_properties = False
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            patterns = []
+            if isinstance(node.get("pattern"), str):
+                patterns.append(node["pattern"])
+            if isinstance(node.get("patternProperties"), dict):
+                has_pattern_properties = True
+                patterns.extend(key for key in node["patternProperties"] if isinstance(key, str))
+            for pattern in patterns:
+                why = status(pattern)
+                if why is not None and len(notes) < 8:
+                    notes.append(f"{pattern[:80]!r}: {why}")
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return notes, has_pattern_properties
+
+
+def _has_key(schema: Any, name: str) -> bool:
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if name in node:
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
 def schema_check(schema: Any, *, what: str, tool: str, server: str) -> Check | None:
     """A checker of values against ``schema`` (the tool's ``what``: "outputSchema" or "inputSchema").
 
@@ -55,10 +274,18 @@ def schema_check(schema: Any, *, what: str, tool: str, server: str) -> Check | N
     if isinstance(compiled, str):
         log.warning("server %r: tool %r has an invalid %s (%s); it is not checked", server, tool, what, compiled)
         return None
-    validator = compiled
+    if compiled.skipped and not compiled.said:
+        compiled.said = True
+        log.warning("server %r: tool %r: part of its %s is never checked (values pass it): %s",
+                    server, tool, what, "; ".join(compiled.skipped))
+    from .patterns import status
+
+    validator = compiled.validator
     subject = "returned structured content" if what == "outputSchema" else "was given arguments"
 
     def check(instance: Any) -> None:
+        skipped: list[str] = []
+        _run.skipped = skipped
         try:
             error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
         except Exception as exc:  # referencing raises its own tree (Unresolvable, …)
@@ -66,6 +293,13 @@ def schema_check(schema: Any, *, what: str, tool: str, server: str) -> Check | N
                 f"server {server!r}: the {what} of tool {tool!r} cannot be applied ({type(exc).__name__}: {exc}); "
                 "references outside the schema are never fetched"
             ) from exc
+        finally:
+            _run.skipped = None
+        if skipped and not compiled.said_at_run and any(status(pattern) is None for pattern in skipped):
+            compiled.said_at_run = True
+            log.info("server %r: tool %r: a value too long to match at a bounded cost passed the pattern %r of its %s "
+                     "unchecked (install google-re2 to check it; said once per schema)", server, tool,
+                     next(pattern for pattern in skipped if status(pattern) is None)[:80], what)
         if error is not None:
             path = _json_path(error.absolute_path)
             raise SchemaValidationError(
@@ -78,7 +312,24 @@ def schema_check(schema: Any, *, what: str, tool: str, server: str) -> Check | N
     return check
 
 
-def _compiled(schema: dict[str, Any]) -> Any:
+_formats: Any = None
+
+
+def _schema_formats() -> Any:
+    """The only format checked in a schema (against its meta-schema): ``regex``, by compiling and never running it."""
+    global _formats
+    if _formats is None:
+        import jsonschema
+
+        from .patterns import compiles
+
+        checker = jsonschema.FormatChecker(formats=())
+        checker.checks("regex")(lambda value: not isinstance(value, str) or compiles(value))
+        _formats = checker
+    return _formats
+
+
+def _compiled(schema: dict[str, Any]) -> _Compiled | str:
     """A validator of ``schema``, or why the schema is invalid; the same schema is compiled once.
 
     Checking a schema against its meta-schema costs milliseconds, and every
@@ -86,6 +337,8 @@ def _compiled(schema: dict[str, Any]) -> Any:
     immutable, so clients and threads share them; each holds its own copy of
     the schema, keyed by its canonical JSON.
     """
+    if deeper_than(schema, MAX_DEPTH):
+        return f"nested deeper than {MAX_DEPTH} levels"
     try:
         key = json.dumps(schema, sort_keys=True, separators=(",", ":"))
     except (TypeError, ValueError):
@@ -95,18 +348,25 @@ def _compiled(schema: dict[str, Any]) -> Any:
             hit = _validators.get(key)
             if hit is not None:
                 _validators.move_to_end(key)
-                return hit
+                return hit  # type: ignore[no-any-return]
     import jsonschema
     from referencing import Registry
 
     own = json.loads(key) if key is not None else schema
-    cls = jsonschema.validators.validator_for(own, default=jsonschema.Draft202012Validator)
-    try:
-        cls.check_schema(own)
-    except jsonschema.SchemaError as exc:
-        compiled: Any = exc.message
+    base = jsonschema.validators.validator_for(own, default=jsonschema.Draft202012Validator)
+    meta_base = jsonschema.validators.validator_for(base.META_SCHEMA, default=base)
+    meta = _safe_class(meta_base)(base.META_SCHEMA, format_checker=_schema_formats())
+    error = jsonschema.exceptions.best_match(meta.iter_errors(own))
+    compiled: _Compiled | str
+    if error is not None:
+        compiled = error.message
     else:
-        compiled = cls(own, registry=Registry(retrieve=_refuse))  # type: ignore[call-arg]
+        skipped, has_pattern_properties = _scan(own)
+        unevaluated = not (has_pattern_properties and _has_key(own, "unevaluatedProperties"))
+        if not unevaluated:
+            skipped.append("unevaluatedProperties: next to patternProperties it would run them with Python's re")
+        cls = _safe_class(base, unevaluated=unevaluated)
+        compiled = _Compiled(cls(own, registry=Registry(retrieve=_refuse)), skipped)  # type: ignore[call-arg]
     if key is not None:
         with _lock:
             _validators[key] = compiled

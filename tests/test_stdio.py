@@ -534,7 +534,8 @@ def test_a_slow_stderr_callback_runs_on_the_callbacks_thread_and_never_stalls_th
 def test_what_waits_for_a_server_that_stopped_reading_stdin_is_bounded() -> None:
     # Requests (and cancel notices) piled up without end: 300 MB queued, the process grew by as much.
     big = "x" * (256 * 1024)
-    with mcpcall.connect(fault_argv("no-stdin-read"), max_message_bytes=1 << 20, **FAST) as c:
+    # validate_output=False: a first call would list the tools, and this server reads nothing after connecting.
+    with mcpcall.connect(fault_argv("no-stdin-read"), max_message_bytes=1 << 20, validate_output=False, **FAST) as c:
         futures = []
         with pytest.raises(ConnectionClosed, match="is not reading its stdin"):
             for _ in range(200):  # 50 MB if nothing stopped it
@@ -702,7 +703,7 @@ def test_a_servers_few_startup_lines_are_never_taken_for_probe_noise(tmp_path: P
     # Everything printed before initialize counted as noise: the real cause vanished from the tail.
     script = tmp_path / "startup.py"
     script.write_text(STARTUP_SERVER)
-    with mcpcall.connect([PYTHON, str(script)], **FAST) as c:
+    with mcpcall.connect([PYTHON, str(script)], validate_output=False, **FAST) as c:  # it never answers tools/list
         time.sleep(0.2)
         with pytest.raises(ConnectionClosed) as info:
             c.call_tool("anything", timeout=10)

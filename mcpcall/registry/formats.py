@@ -471,7 +471,10 @@ def _cut(text: str, limit: int) -> str:
 
 
 def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    except RecursionError:  # a server's value nested deeper than Python recurses
+        return "(nested too deeply to show)"
 
 
 def _block_text(block: Any) -> str:

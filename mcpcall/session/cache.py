@@ -17,6 +17,7 @@ from time import monotonic
 from typing import Any
 
 from ..jsonrpc import copy_json
+from ..schema import deeper_than
 
 __all__ = ["CACHEABLE", "ResultCache"]
 
@@ -26,6 +27,7 @@ CACHEABLE = frozenset({
 })
 _MAX_ENTRIES = 1024
 _MAX_TTL_SECONDS = 24 * 3600.0  # a hint of years is taken as a day
+_MAX_DEPTH = 100  # a result nested deeper is not kept (copying it would recurse that deep)
 
 
 def _key(method: str, params: dict[str, Any] | None) -> tuple[str, str]:
@@ -80,7 +82,7 @@ class ResultCache:
         if not self.enabled or method not in CACHEABLE or result.get("resultType", "complete") != "complete":
             return
         ttl = result.get("ttlMs")
-        if not isinstance(ttl, (int, float)) or isinstance(ttl, bool) or ttl <= 0:
+        if not isinstance(ttl, (int, float)) or isinstance(ttl, bool) or ttl <= 0 or deeper_than(result, _MAX_DEPTH):
             return
         expires = monotonic() + min(ttl / 1000.0, _MAX_TTL_SECONDS)
         key = _key(method, params)

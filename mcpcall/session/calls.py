@@ -82,6 +82,7 @@ class Call:
         "on_progress",
         "on_task",
         "params",
+        "prepared",
         "reset",
         "retried",
         "rounds",
@@ -111,6 +112,8 @@ class Call:
         #: ``on_task(result, future)`` for a ``resultType: "task"`` answer (the tasks extension).
         self.on_task: Transform | None = None
         self.rounds = 0
+        #: Something ran before the first send (see ``Caller.before_send``): it goes out under ``deadline`` too.
+        self.prepared = False
         self.retried = False
         self.deadline = math.inf  # monotonic time by which every round must be done
         #: Set by :meth:`Caller.result`: the answer came from the cache.
@@ -123,6 +126,7 @@ class Call:
         other.on_task = self.on_task
         other.rounds = self.rounds
         other.retried = self.retried
+        other.prepared = self.prepared
         other.deadline = self.deadline
         return other
 
@@ -150,6 +154,10 @@ class Caller:
         self._run_handler = run_handler
         #: ``relist(timeout)``: refresh the tool list (set by the tool catalog; a header mismatch uses it).
         self.relist: Callable[[float | None], Any] | None = None
+        #: ``{method: prepare(call)}``: run on the caller's thread before a call of ``method`` is sent (the tool
+        #: catalog lists the tools for ``tools/call`` when its ``outputSchema`` is not known yet); True when it
+        #: did something, whose time then comes out of the call's deadline.
+        self.before_send: dict[str, Callable[[Call], bool]] = {}
         self._session_lock = threading.Lock()
 
     @property
@@ -169,11 +177,18 @@ class Caller:
             raise ConnectionClosed(f"client for server {self.name!r} is closed")
         if call.timeout is None:
             call.timeout = self.timeout
+        if call.timeout != math.inf and call.timeout <= 0:
+            raise ValueError(f"timeout must be positive seconds, not {call.timeout!r}")
+        started = monotonic()
+        prepare = self.before_send.get(call.method)
+        if prepare is not None and prepare(call) and not call.reset:
+            # What preparing took comes out of the call's one deadline (the errors still name its timeout).
+            # With a timeout reset by progress, the dispatcher counts max_timeout from the send: preparing
+            # (itself bounded by the timeout) may add to it, once per session.
+            call.prepared = True
         if call.timeout != math.inf:
-            if call.timeout <= 0:
-                raise ValueError(f"timeout must be positive seconds, not {call.timeout!r}")
             limit = call.max_timeout if call.reset and call.max_timeout is not None else call.timeout
-            call.deadline = monotonic() + (math.inf if call.reset and call.max_timeout is None else limit)
+            call.deadline = started + (math.inf if call.reset and call.max_timeout is None else limit)
         if self.connection.transport.session_lost:
             self._new_session(call)
         future = RequestFuture(call.method, call, self.callbacks)
@@ -195,8 +210,8 @@ class Caller:
     def _dispatch(self, call: Call, future: RequestFuture) -> RequestFuture:
         """Send ``call`` (again) under a new id, completing ``future``."""
         deadline: float | None = None
-        if call.rounds or call.retried:
-            # A later round: what is left of the call's one deadline.
+        if call.rounds or call.retried or call.prepared:
+            # A later round, or a first one after preparing: what is left of the call's one deadline.
             deadline = call.deadline
             if deadline - monotonic() <= 0:
                 future.fail(self._call_timeout(call))

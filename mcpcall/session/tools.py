@@ -11,21 +11,26 @@ invalidates all of it: the next listing starts afresh.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Mapping
+from time import monotonic
 from typing import Any
 
 from ..dispatcher import RequestFuture
-from ..errors import InvalidRequest, ProtocolError
+from ..errors import InvalidRequest, ProtocolError, RequestTimeout, RPCError
 from ..headers import InvalidHeaderAnnotation, header_params
 from ..jsonrpc import copy_json
 from ..schema import Check, input_check, output_check
 from ..types import CallToolResult, Tool, ToolList, parse_call_result, parse_tool
+from ..types.tools import NestedTooDeep
 from .calls import Caller
 
 __all__ = ["ToolCatalog"]
 
 log = logging.getLogger("mcpcall.client")
+
+_RELIST_AFTER = 30.0  # seconds before a call tries again to list tools that could not be listed
 
 
 class ToolCatalog:
@@ -43,6 +48,8 @@ class ToolCatalog:
         self._listed_generation = -1
         self._listed: list[Tool] = []
         self.generation = 0  # bumped by every invalidation
+        self._unlistable_until = 0.0  # after a failed listing for a call: when to try again
+        caller.before_send["tools/call"] = self._before_call
 
     def list_tools(self, timeout: float | None = None, *, cache: bool = True) -> ToolList[Tool]:
         """Every tool of the server (all pages); see ``Client.list_tools``."""
@@ -55,8 +62,8 @@ class ToolCatalog:
                 # Every page came from the cache: nothing to compile again. The pages are the cache's
                 # copies, so Tools parsed from them share nothing with the catalog's own.
                 kept_names = {tool.name for tool in self._listed}
-                return ToolList(tool for tool in (parse_tool(item, self.name) for item in raw) if tool.name in kept_names)
-        tools = [parse_tool(item, self.name) for item in raw]
+                return ToolList(tool for tool in self._parse_all(raw, quiet=True) if tool.name in kept_names)
+        tools = self._parse_all(raw)
         checks: dict[str, Check] = {}
         if self.validate_output:
             for tool in tools:
@@ -78,6 +85,42 @@ class ToolCatalog:
                 self._listed_generation = generation
         # The caller's to change: the catalog keeps the schemas as the server sent them.
         return ToolList(parse_tool(copy_json(tool.raw), self.name) for tool in kept)
+
+    def _parse_all(self, raw: list[Any], *, quiet: bool = False) -> list[Tool]:
+        """The tools of a listing; one nested too deeply to copy, check or show is left out, with a warning."""
+        tools = []
+        for item in raw:
+            try:
+                tools.append(parse_tool(item, self.name))
+            except NestedTooDeep as exc:
+                if not quiet:
+                    log.warning("%s; it is left out of the listing", exc)
+        return tools
+
+    def _before_call(self, call: Any) -> bool:
+        """Before ``tools/call`` (caller's thread): list the tools once if the ``outputSchema`` is not known yet.
+
+        Nothing to do once the tools were listed in this generation (the hot path:
+        two reads). A failing listing (no tools capability, an error, no time)
+        leaves the result unchecked, with a warning, and is not tried again for
+        :data:`_RELIST_AFTER` seconds; a lost connection or session raises, as the
+        call would. The listing's time comes out of the call's.
+        """
+        if not self.validate_output or self._listed_generation == self.generation:
+            return False
+        if monotonic() < self._unlistable_until:
+            return False
+        timeout = call.timeout if call.timeout is not None and call.timeout != math.inf else self.caller.timeout
+        if call.max_timeout is not None:
+            timeout = min(timeout, call.max_timeout)
+        name = call.params.get("name") if isinstance(call.params, dict) else None
+        try:
+            self.list_tools(timeout)
+        except (RPCError, ProtocolError, RequestTimeout) as exc:  # the server's refusal; a lost connection or session raises
+            self._unlistable_until = monotonic() + _RELIST_AFTER
+            log.warning("server %r: the tools could not be listed to learn the outputSchema of %r, so its result is "
+                        "not checked (%s)", self.name, name, exc)
+        return True
 
     def _with_headers(self, tools: list[Tool]) -> list[Tool]:
         """Over modern Streamable HTTP, register each tool's ``x-mcp-header`` params; leave out broken ones."""

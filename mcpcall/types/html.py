@@ -66,7 +66,12 @@ def _json(value: Any, limit: int = MAX_TEXT) -> str:
     try:
         text = json.dumps(value, ensure_ascii=False, indent=2, default=repr)
     except (TypeError, ValueError):  # a cycle, a key that is not a string
-        text = repr(value)
+        try:
+            text = repr(value)
+        except RecursionError:
+            text = "(nested too deeply to show)"
+    except RecursionError:  # a server's value nested deeper than Python recurses
+        text = "(nested too deeply to show)"
     return f'<pre style="{_PRE}">{_cut(text, limit)}</pre>'
 
 

@@ -7,11 +7,12 @@ from collections.abc import Mapping
 from dataclasses import field
 from typing import Any, Generic, TypeVar
 
-from ..errors import ToolError
+from ..errors import ProtocolError, ToolError
+from ..schema import MAX_DEPTH, deeper_than
 from ._record import many, mapping, optional_str, record, require, require_str
 from .content import ContentBlock, parse_content, text_of
 
-__all__ = ["CallToolResult", "Implementation", "Tool", "ToolList", "parse_call_result", "parse_tool"]
+__all__ = ["CallToolResult", "Implementation", "NestedTooDeep", "Tool", "ToolList", "parse_call_result", "parse_tool"]
 
 T = TypeVar("T")
 
@@ -82,9 +83,19 @@ class ToolList(list[T], Generic[T]):
         return tools_html(self)
 
 
+class NestedTooDeep(ProtocolError):
+    """A tool definition nests dicts and lists deeper than :data:`~mcpcall.schema.MAX_DEPTH`."""
+
+
 def parse_tool(data: Any, server: str = "") -> Tool:
-    """A :class:`Tool` from one entry of a ``tools/list`` result."""
+    """A :class:`Tool` from one entry of a ``tools/list`` result.
+
+    Raises :class:`NestedTooDeep` (a ``ProtocolError``) for a definition nested deeper than
+    :data:`~mcpcall.schema.MAX_DEPTH` levels: copying, checking and showing it would recurse that deep.
+    """
     name = require_str(data, "name", "a tool", server)
+    if deeper_than(data, MAX_DEPTH):
+        raise NestedTooDeep(f"server {server!r}: the definition of tool {name!r} nests deeper than {MAX_DEPTH} levels")
     output_schema = data.get("outputSchema")
     return Tool(
         name=name,
@@ -120,7 +131,10 @@ class CallToolResult:
         if text:
             return text
         if self.structured_content is not None:
-            return json.dumps(self.structured_content, ensure_ascii=False)
+            try:
+                return json.dumps(self.structured_content, ensure_ascii=False)
+            except RecursionError:
+                return "(structured content nested too deeply to show)"
         return ""
 
     def raise_for_error(self) -> CallToolResult:

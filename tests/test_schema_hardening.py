@@ -1,0 +1,192 @@
+"""What a server puts in a schema is checked at a bounded cost: regexes (RE2 or a bounded fallback), uniqueItems.
+
+The costly cases run in a subprocess with a timeout, so that a version that
+backtracks for minutes (holding the GIL) fails the test instead of hanging the run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+import mcpcall
+from mcpcall import patterns, schema
+from mcpcall.errors import SchemaValidationError
+
+HAVE_RE2 = importlib.util.find_spec("re2") is not None
+ENGINES = ["fallback", pytest.param("re2", marks=pytest.mark.skipif(not HAVE_RE2, reason="google-re2 not installed"))]
+EVIL = "^(a+)+$"
+EVIL_TEXT = "a" * 34 + "!"  # Python's re: minutes of backtracking inside C, the GIL held
+
+
+def run_isolated(code: str, engine: str, timeout: float = 30.0) -> str:
+    """Run ``code`` in a fresh interpreter (re2 hidden for "fallback"); its stdout. A hang fails, it does not block."""
+    prelude = "import sys\n" + ("sys.modules['re2'] = None\n" if engine == "fallback" else "")
+    package_root = str(Path(mcpcall.__file__).resolve().parent.parent)
+    tests_root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root, tests_root, os.environ.get("PYTHONPATH", "")]))
+    try:
+        done = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], capture_output=True, text=True,
+                              timeout=timeout, env=env, cwd=tests_root)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the check did not return within {timeout} s")
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.fixture()
+def fallback(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Python's re only, as without google-re2 (the caches are emptied before and after)."""
+    monkeypatch.setattr(patterns, "_re2_loaded", True)
+    monkeypatch.setattr(patterns, "_re2", None)
+    patterns._cache.clear()
+    schema._validators.clear()
+    yield
+    patterns._cache.clear()
+    schema._validators.clear()
+
+
+def check_of(output_schema: Any) -> Any:
+    check = schema.output_check(output_schema, tool="t", server="s")
+    assert check is not None
+    return check
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_catastrophic_pattern_in_a_result_check_returns_promptly(engine: str) -> None:
+    out = run_isolated(f"""
+        from mcpcall import Client, SchemaValidationError
+        from mcpcall.transports.memory import MemoryTransport
+        schemas = [
+            {{"type": "object", "properties": {{"x": {{"type": "string", "pattern": {EVIL!r}}}}}}},
+            {{"type": "object", "patternProperties": {{{EVIL!r}: {{"type": "string"}}}}}},
+            {{"type": "object", "patternProperties": {{{EVIL!r}: {{}}}}, "additionalProperties": False}},
+            {{"type": "object", "patternProperties": {{{EVIL!r}: {{}}}}, "unevaluatedProperties": False}},
+        ]
+        values = [{{"x": {EVIL_TEXT!r}}}, {{{EVIL_TEXT!r}: 1}}, {{{EVIL_TEXT!r}: 1}}, {{{EVIL_TEXT!r}: 1}}]
+        tools = [{{"name": f"t{{i}}", "inputSchema": {{"type": "object"}}, "outputSchema": s}} for i, s in enumerate(schemas)]
+        def serve(m, reply):
+            if "id" not in m:
+                return
+            if m["method"] == "server/discover":
+                result = {{"supportedVersions": ["2026-07-28"], "capabilities": {{"tools": {{}}}}}}
+            elif m["method"] == "tools/list":
+                result = {{"tools": tools}}
+            else:
+                i = int(m["params"]["name"][1:])
+                result = {{"content": [], "structuredContent": values[i]}}
+            reply({{"jsonrpc": "2.0", "id": m["id"], "result": dict(result, resultType="complete")}})
+        with Client(MemoryTransport(serve), timeout=10).connect() as client:
+            client.list_tools()
+            for i in range(len(schemas)):
+                try:
+                    client.call_tool(f"t{{i}}", {{}})
+                    print("passed")
+                except SchemaValidationError:
+                    print("invalid")
+    """, engine)
+    verdicts = out.split()
+    if engine == "fallback":
+        assert verdicts == ["passed"] * 4  # not checkable at a bounded cost: skipped, never a false "invalid"
+    else:
+        # RE2 decides: no match, so the string pattern fails, additionalProperties refuses the key; the
+        # patternProperties-only schema has nothing to apply; unevaluatedProperties is not applied next to patterns.
+        assert verdicts == ["invalid", "passed", "invalid", "passed"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_unique_items_on_twenty_thousand_objects_is_linear(engine: str) -> None:
+    out = run_isolated("""
+        from mcpcall.schema import output_check
+        check = output_check({"type": "array", "uniqueItems": True}, tool="t", server="s")
+        items = [{"id": i, "tags": [str(i), {"n": i}]} for i in range(20000)]
+        check(items)
+        try:
+            check(items + [{"tags": [str(7), {"n": 7.0}], "id": 7}])
+        except Exception as exc:
+            print(type(exc).__name__)
+    """, engine)
+    assert out.split() == ["SchemaValidationError"]
+
+
+def test_a_draft_04_enum_of_many_objects_is_checked_against_its_meta_schema_in_linear_time() -> None:
+    out = run_isolated("""
+        from mcpcall.schema import output_check
+        check = output_check({"$schema": "http://json-schema.org/draft-04/schema#", "enum": [{"i": i} for i in range(20000)]},
+                             tool="t", server="s")
+        check({"i": 19999})
+        print("ok")
+    """, "fallback")
+    assert out.split() == ["ok"]
+
+
+def test_unique_items_keeps_json_equality() -> None:
+    check = check_of({"type": "array", "uniqueItems": True})
+    check([1, True, "1", None, False, 0, [1], {"a": 1}, {"a": True}])  # distinct in JSON Schema
+    for repeated in ([1, 1.0], [{"a": 1, "b": [2]}, {"b": [2.0], "a": 1}], [[], []], [None, None]):
+        with pytest.raises(SchemaValidationError, match="non-unique"):
+            check(repeated)
+    deep: Any = 0
+    for _ in range(5000):
+        deep = [deep]
+    check([deep, 1])  # no recursion on items however deep
+
+
+def test_safe_patterns_still_decide_in_the_fallback(fallback: None) -> None:
+    check = check_of({"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]{3}-\\d+$"}},
+                      "patternProperties": {"^x-[a-z]+$": {"type": "integer"}}, "additionalProperties": False})
+    check({"code": "ABC-12", "x-one": 1})
+    for bad in ({"code": "abc"}, {"x-one": "no"}, {"other": 1}):
+        with pytest.raises(SchemaValidationError):
+            check(bad)
+
+
+def test_a_pattern_never_applied_is_said_once_per_schema(fallback: None, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="mcpcall.schema")
+    evil = {"type": "object", "properties": {"x": {"type": "string", "pattern": EVIL}}}
+    for _ in range(3):
+        check_of(evil)({"x": EVIL_TEXT})  # passes: a skipped check never makes a value invalid
+        check_of(evil)({"x": "aaa"})
+    said = [r.getMessage() for r in caplog.records if "never checked" in r.getMessage()]
+    assert len(said) == 1 and "'^(a+)+$'" in said[0] and "google-re2" in said[0] and "server 's'" in said[0]
+
+
+def test_a_text_too_long_for_the_fallback_passes_unchecked_and_is_said_once(fallback: None,
+                                                                             caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="mcpcall.schema")
+    check = check_of({"type": "string", "pattern": "\\d+x"})  # quadratic in re when unanchored
+    check("1" * 100_000)
+    check("2" * 100_000)
+    with pytest.raises(SchemaValidationError):
+        check("1" * 100)  # short enough: decided
+    said = [r.getMessage() for r in caplog.records if "too long" in r.getMessage()]
+    assert len(said) == 1 and "\\\\d+x" in said[0]
+
+
+@pytest.mark.parametrize("pattern", [EVIL, "(a|a)*b", "(a*)*", "(x+x+)+y", "(a)\\1", "(?=a)a*", "(?<!b)a", "(a?){20}a{20}",
+                                     "(" * 60 + "a" + ")" * 60, "a" * (patterns.MAX_PATTERN_CHARS + 1)])
+def test_the_fallback_refuses_what_can_backtrack_without_bound(fallback: None, pattern: str) -> None:
+    assert patterns.search(pattern, "aaaa") is None
+    assert patterns.status(pattern) is not None
+
+
+@pytest.mark.parametrize(("pattern", "text", "expected"), [
+    ("^[a-z]+$", "abc", True), ("^[a-z]+$", "ab1", False), ("\\d{3}", "x123", True), ("(ab|cd)e", "cde", True),
+    ("^(foo|bar)+$", "foobar", None),  # an alternation inside a repetition: refused
+    ("^\\w+@\\w+\\.com$", "a@b.com", True), ("(?i)^hello", "HELLO", True),
+])
+def test_the_fallback_answers_for_what_cannot_explode(fallback: None, pattern: str, text: str, expected: Any) -> None:
+    assert patterns.search(pattern, text) is expected
+
+
+def test_an_invalid_regex_makes_the_schema_invalid_and_unchecked(caplog: pytest.LogCaptureFixture) -> None:
+    assert schema.output_check({"type": "string", "pattern": "(unclosed"}, tool="t", server="s") is None
+    assert "invalid outputSchema" in caplog.text
