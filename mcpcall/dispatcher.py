@@ -567,11 +567,12 @@ class Dispatcher:
         progress = params.get("progress")
         total = params.get("total")
         note = params.get("message")
-        self.callbacks.submit(
+        self.callbacks.offer(  # coalesced: a newer progress replaces the one of this request still queued
             entry.on_progress,
             progress if isinstance(progress, (int, float)) else 0.0,
             total if isinstance(total, (int, float)) else None,
             note if isinstance(note, str) else None,
+            key=entry.future,
         )
 
     def _on_request(self, method: str, message: dict[str, Any]) -> None:

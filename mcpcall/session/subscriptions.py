@@ -346,7 +346,9 @@ class Subscriptions:
                 targets = list(self._open)
         for sub in targets:
             if sub.on_change is not None and not sub.closed and sub.wants(kind, uri):
-                self.callbacks.submit(_deliver, sub, event)
+                # Only the latest matters: one event per subscription, kind and URI waits at a time
+                # (the URIs are the subscription's own, so the keys are bounded by what the client asked).
+                self.callbacks.offer(_deliver, sub, event, key=(sub, kind, uri))
 
     def close_all(self) -> None:
         with self._lock:
