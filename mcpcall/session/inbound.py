@@ -28,8 +28,8 @@ from ..callbacks import CallbackRunner
 from ..dispatcher import Dispatcher
 from ..errors import ConfigError, ProtocolError, RPCError
 
-__all__ = ["CHANGE_NOTIFICATIONS", "MAX_WAITING_REQUESTS", "BadHandlerAnswer", "Handler", "Inbound", "LogCallback", "RootsOption", "root_entries",
-           "root_items"]
+__all__ = ["CHANGE_NOTIFICATIONS", "MAX_WAITING_REQUESTS", "BadHandlerAnswer", "Handler", "Inbound", "LogCallback", "RootsOption",
+           "check_input_required", "input_requests", "root_entries", "root_items"]
 
 log = logging.getLogger("mcpcall.client")
 
@@ -170,6 +170,42 @@ def _answer_problem(method: str, result: Any) -> str | None:
         if not isinstance(result["model"], str):
             return f"'model' must be a string, not a {type(result['model']).__name__}"
     return None
+
+
+def input_requests(server: str, method: str, value: Any) -> list[tuple[str, str, dict[str, Any]]]:
+    """A modern ``inputRequests`` map (``{key: {method, params}}``) as ``(key, method, params)``,
+    each shape the server controls checked: anything else is a :class:`ProtocolError` for that call
+    (the server's mistake; no handler sees it). None (absent) is no requests."""
+    if value is None:
+        return []
+    if not isinstance(value, dict):
+        raise ProtocolError(f"server {server!r} answered {method} with inputRequests that is a "
+                            f"{type(value).__name__}, not an object")
+    parsed: list[tuple[str, str, dict[str, Any]]] = []
+    for key, request in value.items():
+        if not isinstance(request, dict) or not isinstance(request.get("method"), str):
+            raise ProtocolError(f"server {server!r} sent a malformed input request {key!r} in {method}: "
+                                "not an object with a string 'method'")
+        params = request.get("params")
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise ProtocolError(f"server {server!r} sent an input request {key!r} ({request['method']}) in {method} "
+                                f"whose params is a {type(params).__name__}, not an object")
+        parsed.append((key, request["method"], params))
+    return parsed
+
+
+def check_input_required(server: str, method: str, result: dict[str, Any]) -> None:
+    """An ``input_required`` result: at least one of ``inputRequests`` and ``requestState``, the
+    state a string (the spec's InputRequiredResult); else a :class:`ProtocolError`."""
+    state = result.get("requestState")
+    if state is not None and not isinstance(state, str):
+        raise ProtocolError(f"server {server!r} answered {method} with a requestState that is a "
+                            f"{type(state).__name__}, not a string")
+    if result.get("inputRequests") is None and state is None:
+        raise ProtocolError(f"server {server!r} answered {method} with input_required but neither "
+                            "inputRequests nor requestState")
 
 
 def _check_root(uri: str) -> None:
