@@ -379,7 +379,7 @@ class Tasks:
         try:
             self.caller.send(Call("tasks/cancel", {"taskId": task_id}, None))
         except MCPError as exc:
-            log.debug("server %r: tasks/cancel of %s failed: %s", self.name, task_id, exc)
+            self.caller.callbacks.log(log, logging.DEBUG, "server %r: tasks/cancel of %s failed: %s", self.name, task_id, exc)
 
     # -- pushed status (subscriptions) ----------------------------------------------------
 
@@ -392,7 +392,8 @@ class Tasks:
             try:
                 self._advance(task, parse_task_status(params, self.name))
             except ProtocolError as exc:
-                log.debug("server %r: a task notification was malformed: %s", self.name, exc)
+                self.caller.callbacks.log(log, logging.DEBUG, "server %r: a task notification was malformed: %s",
+                                          self.name, exc)  # on the reader: handed to the callbacks thread
 
     def close(self) -> None:
         """The client closed: every task handle still waiting fails."""
