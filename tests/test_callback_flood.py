@@ -110,7 +110,7 @@ def test_a_progress_flood_behind_a_slow_callback_is_coalesced_and_bounded() -> N
     growth_mib = (figures["peak_kib"] - figures["base_kib"]) / 1024
     assert figures["last"] == n  # the callback saw the last value
     assert figures["calls"] <= 10  # the first (blocked), then the latest of what waited
-    assert growth_mib < 30, figures
+    assert growth_mib < 25, figures  # before: +50 MiB (every one of the 300k queued)
 
 
 class Records(logging.Handler):

@@ -13,7 +13,6 @@ import pytest
 
 import mcpcall
 from mcpcall import Client, ConnectionClosed
-from mcpcall.callbacks import on_io_thread
 from mcpcall.transports.memory import MemoryTransport, Reply
 from tests.conftest import fault_argv, wait_until
 from tests.servers.http_fault_server import FaultServer
@@ -31,9 +30,9 @@ class Where(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.seen.append((threading.current_thread().name, record.name, record.getMessage()[:200]))
-        on_io_thread()  # the same test the library uses
 
     def on_io_threads(self) -> list[tuple[str, str, str]]:
+        """Records emitted on an mcpcall thread other than a callbacks thread."""
         return [s for s in self.seen if s[0].startswith("mcpcall-") and not s[0].startswith("mcpcall-callbacks-")]
 
 
