@@ -284,7 +284,8 @@ def connect(
     What the server may ask of the client: ``sampling=fn(params) -> dict``,
     ``elicitation=fn(params) -> dict`` (form and URL modes), ``roots=`` a list
     of paths or URIs (or a callable returning one); ``on_log(level, logger,
-    data)`` gets its log messages. Each is declared as a capability, and runs
+    data)`` gets its log messages (with no ``log_level``: what a legacy server
+    logs by default; a modern one is asked for ``"info"`` and above). Each is declared as a capability, and runs
     on the client's callbacks thread, in both eras.
 
     Remote servers take ``headers``, ``auth`` (a ``requests`` auth object, or

@@ -12,6 +12,28 @@ this thread (a handler that calls a tool): while it waits, the thread keeps
 running what is queued (:meth:`CallbackRunner.wait_for`), so a request whose
 completion needs this thread (the next round of a multi-round-trip request, an
 answer ordered after its progress) cannot deadlock.
+
+What a server sends unasked is bounded here (a flood must not grow memory
+without limit). There are two ways in:
+
+- :meth:`CallbackRunner.submit`: must run (Future done-callbacks, the answers
+  to the server's requests, the next round of a multi-round-trip request,
+  mcpcall's own bookkeeping). Never dropped: each is bounded by what the
+  client itself has in flight, or by its caller (the server's requests are
+  capped in :mod:`mcpcall.session.inbound`, which answers the rest with an
+  error at once).
+- :meth:`CallbackRunner.offer`: may be dropped (notifications). With a
+  ``key`` (progress of one request, one kind of ``list_changed``), a newer
+  offer replaces the arguments of the one still queued under that key and
+  not yet run: only the latest matters, and there is at most one entry per
+  key, so keyed entries are not counted against the bound. Without a key, at
+  most ``max_queued`` wait at a time; what comes past that is dropped and
+  counted, and one warning per burst says how many (it is itself emitted on
+  this thread: logging handlers are user code).
+
+:meth:`CallbackRunner.log` emits a log record from any thread: at once on a
+caller's or this thread, handed over when the current thread is one of
+mcpcall's I/O or scheduler threads (``mcpcall-*``), which never run user code.
 """
 
 from __future__ import annotations
@@ -19,49 +41,164 @@ from __future__ import annotations
 import contextlib
 import logging
 import queue
+import sys
 import threading
 from concurrent.futures import Future
 from time import monotonic
 from typing import Any, Callable
 
-__all__ = ["CallbackRunner"]
+__all__ = ["DEFAULT_MAX_QUEUED", "CallbackRunner", "on_io_thread"]
 
 log = logging.getLogger("mcpcall.callbacks")
 
 _WAKE = object()
 
+#: How many droppable (unkeyed) notifications may wait for the callbacks thread at a time.
+DEFAULT_MAX_QUEUED = 1000
+
+_CALLBACKS_PREFIX = "mcpcall-callbacks-"
+
+
+def on_io_thread() -> bool:
+    """True on one of mcpcall's own threads that must not run user code (readers, writers, stderr
+    drains, HTTP workers, the scheduler): every ``mcpcall-*`` thread but a callbacks thread."""
+    name = threading.current_thread().name
+    return name.startswith("mcpcall-") and not name.startswith(_CALLBACKS_PREFIX)
+
+
+class _Offer:
+    """A droppable entry; ``args`` may be replaced (under the runner's lock) until it is taken."""
+
+    __slots__ = ("args", "fn", "key")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], key: Any) -> None:
+        self.fn = fn
+        self.args = args
+        self.key = key
+
 
 class CallbackRunner:
     """A lazily started worker thread running queued callables in FIFO order."""
 
-    def __init__(self, name: str) -> None:
-        self._name = f"mcpcall-callbacks-{name}"
+    def __init__(self, name: str, *, max_queued: int = DEFAULT_MAX_QUEUED) -> None:
+        self._name = f"{_CALLBACKS_PREFIX}{name}"
+        self.server = name
+        self.max_queued = max_queued
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
         self._stopping = False  # the stop marker was taken while waiting inside a callback
+        self._keyed: dict[Any, _Offer] = {}  # key -> its entry still queued
+        self._offered = 0  # unkeyed offers queued and not yet taken
+        self._dropped: dict[str, int] = {}  # what was dropped since the last report, by kind
+        self._report_queued = False
+
+    def _put(self, item: Any) -> None:
+        """Under the lock: queue ``item``, starting the thread on first use."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+            self._thread.start()
+        self._queue.put(item)
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> bool:
         """Run ``fn(*args)`` on the callbacks thread; False (and not queued) after close().
 
+        Never dropped (see the module's docstring for what may be queued here).
         Under the lock, so nothing is ever queued behind the stop marker and lost.
         """
         with self._lock:
             if self._closed:
                 return False
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-                self._thread.start()
-            self._queue.put((fn, args))
+            self._put((fn, args))
         return True
+
+    def offer(self, fn: Callable[..., Any], *args: Any, key: Any = None) -> bool:
+        """Run ``fn(*args)`` on the callbacks thread unless too much is waiting already.
+
+        With ``key`` (hashable, from a small set the client controls): replaces the
+        arguments of the entry queued under ``key`` and not yet run, if any, else
+        queues one. Without: dropped (and counted) when ``max_queued`` such entries
+        wait. Returns False when dropped or after close().
+        """
+        with self._lock:
+            if self._closed:
+                return False
+            if key is not None:
+                queued = self._keyed.get(key)
+                if queued is not None:
+                    queued.args = args
+                    return True
+                self._keyed[key] = item = _Offer(fn, args, key)
+            elif self._offered >= self.max_queued:
+                self._count_drop("notifications dropped")
+                return False
+            else:
+                self._offered += 1
+                item = _Offer(fn, args, None)
+            self._put(item)
+        return True
+
+    def count_drop(self, what: str) -> None:
+        """Count one thing not run because the client is too far behind (``what``: "server requests
+        refused", ...); one warning per burst says how many of each."""
+        with self._lock:
+            if not self._closed:
+                self._count_drop(what)
+
+    def _count_drop(self, what: str) -> None:
+        """Under the lock."""
+        self._dropped[what] = self._dropped.get(what, 0) + 1
+        if not self._report_queued:  # one report per burst, queued after what waits now
+            self._report_queued = True
+            self._put((self._report_drops, ()))
+
+    def _report_drops(self) -> None:
+        with self._lock:
+            dropped, self._dropped = self._dropped, {}
+            self._report_queued = False
+        counts = ", ".join(f"{n} {what}" for what, n in dropped.items())
+        log.warning("server %r: %s: the client's callbacks (on_log, progress, listeners, handlers) fell too far "
+                    "behind (at most %d notifications wait); a slow callback should hand its work to a thread of its own",
+                    self.server, counts, self.max_queued)
+
+    def queued(self) -> int:
+        """How many entries wait (an estimate, for tests and diagnostics)."""
+        return self._queue.qsize()
+
+    def log(self, logger: logging.Logger, level: int, msg: str, *args: Any, exc_info: bool = False) -> None:
+        """``logger.log(level, msg, *args)``, never on an mcpcall I/O or scheduler thread.
+
+        There it is handed to the callbacks thread (logging handlers are user code);
+        nothing is queued when ``level`` is off for ``logger``, and nothing is emitted
+        from an I/O thread after close(). ``exc_info``: the exception being handled.
+        """
+        if not logger.isEnabledFor(level):
+            return
+        info = sys.exc_info() if exc_info else None
+        if not on_io_thread():
+            logger.log(level, msg, *args, exc_info=info)
+            return
+        self.submit(self._emit, logger, level, msg, args, info)
+
+    @staticmethod
+    def _emit(logger: logging.Logger, level: int, msg: str, args: tuple[Any, ...], info: Any) -> None:
+        logger.log(level, msg, *args, exc_info=info)
 
     def in_callback_thread(self) -> bool:
         """True when called from the callbacks thread itself."""
         return threading.current_thread() is self._thread
 
-    def _call(self, item: tuple[Callable[..., Any], tuple[Any, ...]]) -> None:
-        fn, args = item
+    def _call(self, item: Any) -> None:
+        if item.__class__ is _Offer:
+            with self._lock:  # taken: later offers under its key queue a new entry
+                fn, args = item.fn, item.args
+                if item.key is None:
+                    self._offered -= 1
+                elif self._keyed.get(item.key) is item:
+                    del self._keyed[item.key]
+        else:
+            fn, args = item
         try:
             fn(*args)
         except BaseException:  # user code may raise anything, SystemExit included

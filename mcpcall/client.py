@@ -52,7 +52,7 @@ from .protocol import (
 )
 from .session.cache import ResultCache
 from .session.calls import Call, Caller, State
-from .session.eras import Negotiator
+from .session.eras import DEFAULT_LOG_LEVEL, Negotiator
 from .session.inbound import Handler, Inbound, LogCallback, RootsOption
 from .session.lifecycle import Connection, close_all, collected
 from .session.subscriptions import ChangeEvent, Subscription, Subscriptions
@@ -153,6 +153,7 @@ class Client:
             dispatcher, protocol=protocol, probe_timeout=probe_timeout, client_info=self.client_info,
             capabilities=inbound.capabilities(capabilities), log_level=log_level,
             switch_transport=connection.switch_transport,
+            default_log_level=DEFAULT_LOG_LEVEL if on_log is not None else None,  # modern: on_log alone gets logs
         )
         self._explicit_capabilities = dict(capabilities or {})
         self._state = State()

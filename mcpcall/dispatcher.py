@@ -404,14 +404,12 @@ class Dispatcher:
                 self.log(logging.DEBUG, "server %r: cancel of %r failed: %s", self.name, entry.request_id, exc)
 
     def log(self, level: int, fmt: str, *args: Any, logger: str = "") -> None:
-        """Log from an I/O or scheduler thread: the record is emitted on the callbacks thread.
+        """Log from any thread; from an I/O or scheduler thread the record is emitted on the callbacks thread.
 
         Logging handlers are user code (a slow one must not stall a server's I/O);
         nothing is queued when the level is off for ``logger`` (default: this module's).
         """
-        target = logging.getLogger(logger) if logger else log
-        if target.isEnabledFor(level):
-            self.callbacks.submit(target.log, level, fmt, *args)
+        self.callbacks.log(logging.getLogger(logger) if logger else log, level, fmt, *args)  # the one place
 
     def defer(self, fn: Callable[..., Any], *args: Any) -> bool:
         """Run ``fn(*args)`` on the callbacks thread (for transports with user code to run)."""
@@ -567,11 +565,12 @@ class Dispatcher:
         progress = params.get("progress")
         total = params.get("total")
         note = params.get("message")
-        self.callbacks.submit(
+        self.callbacks.offer(  # coalesced: a newer progress replaces the one of this request still queued
             entry.on_progress,
             progress if isinstance(progress, (int, float)) else 0.0,
             total if isinstance(total, (int, float)) else None,
             note if isinstance(note, str) else None,
+            key=entry.future,
         )
 
     def _on_request(self, method: str, message: dict[str, Any]) -> None:

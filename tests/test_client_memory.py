@@ -404,3 +404,31 @@ def test_a_result_built_on_input_responses_is_never_cached() -> None:
         assert c.read_resource("x://1").text == "t"
         assert c.read_resource("x://1").text == "t"
     assert len(rounds) == 4  # two rounds each time: the second read was not served from the cache
+
+
+def test_on_log_alone_asks_a_modern_server_for_logs_at_info() -> None:
+    # The level went in _meta only with log_level=: on_log alone received nothing from a modern server.
+    transport = MemoryTransport(FakeServer())
+    with Client(transport, protocol="modern", on_log=lambda level, logger, data: None).connect() as c:
+        assert c.log_level is None  # nothing was asked explicitly
+        c.call_tool("x")
+        c.set_logging_level("error")
+        c.call_tool("y")
+    calls = [m for m in transport.sent if m.get("method") == "tools/call"]
+    assert calls[0]["params"]["_meta"]["io.modelcontextprotocol/logLevel"] == "info"
+    assert calls[1]["params"]["_meta"]["io.modelcontextprotocol/logLevel"] == "error"
+    with Client(MemoryTransport(FakeServer()), protocol="modern").connect() as c:  # no on_log: no logs asked
+        c.call_tool("x")
+        sent = [m for m in c._connection.transport.sent if m.get("method") == "tools/call"]  # type: ignore[attr-defined]
+    assert "io.modelcontextprotocol/logLevel" not in sent[0]["params"]["_meta"]
+
+
+def test_on_log_alone_receives_a_modern_demo_servers_logs() -> None:
+    import sys
+
+    got: List[Any] = []
+    with mcpcall.connect([sys.executable, "-m", "mcpcall.demo_server"], protocol="modern", timeout=20,
+                         on_log=lambda level, logger, data: got.append((level, data))) as c:
+        c.call_tool("slow", {"seconds": 0, "steps": 0})  # logs "starting" at info when the request asks
+        assert wait_until(lambda: bool(got), 5), "no log message reached on_log"
+    assert got[0][0] == "info" and "slow: starting" in got[0][1]

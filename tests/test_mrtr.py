@@ -7,6 +7,7 @@ Each test's first comment line says what used to go wrong.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from concurrent.futures import CancelledError
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 import mcpcall
-from mcpcall import Client
+from mcpcall import Client, ProtocolError
 from mcpcall.transports.memory import MemoryTransport, Reply
 from tests.test_client_memory import MODERN, FakeServer, mrtr_server
 
@@ -153,3 +154,38 @@ def test_list_tools_timeout_bounds_all_pages() -> None:
     finally:
         client.close()  # ends the paging (the next page cannot be sent)
         worker.join(5)
+
+
+@pytest.mark.parametrize(("answer", "says"), [
+    ({"inputRequests": {"ask": {"method": "elicitation/create", "params": ["not", "an", "object"]}}},
+     "params is a list, not an object"),
+    ({"inputRequests": {"ask": {"method": "elicitation/create", "params": "text"}}}, "params is a str, not an object"),
+    ({"inputRequests": {"ask": ["elicitation/create"]}}, "malformed input request 'ask'"),
+    ({"inputRequests": {"ask": {"method": 7}}}, "malformed input request 'ask'"),
+    ({"inputRequests": [{"method": "elicitation/create"}]}, "inputRequests that is a list, not an object"),
+    ({"inputRequests": {}, "requestState": {"s": 1}}, "requestState that is a dict, not a string"),
+    ({}, "neither inputRequests nor requestState"),
+])
+def test_input_requests_of_the_wrong_shape_are_protocol_errors(answer: dict[str, Any], says: str) -> None:
+    # params that were not an object reached the handler: call_tool raised a raw AttributeError.
+    reached: list[Any] = []
+
+    def serve(m: dict[str, Any], reply: Reply) -> None:
+        if "id" not in m:
+            return
+        if m["method"] == "server/discover":
+            result: dict[str, Any] = {"resultType": "complete", "supportedVersions": [MODERN], "capabilities": {}}
+        else:
+            result = dict(answer, resultType="input_required")
+        reply({"jsonrpc": "2.0", "id": m["id"], "result": result})
+
+    def elicit(params: Any) -> dict[str, Any]:
+        reached.append(params)
+        return {"action": "decline"}
+
+    with Client(MemoryTransport(serve, name="shapes"), elicitation=elicit).connect() as client:
+        with pytest.raises(ProtocolError, match=re.escape(says)) as info:
+            client.call_tool("x", timeout=10)
+        assert "'shapes'" in str(info.value)
+        assert client.call_tool_future("x", timeout=10).exception(10).__class__ is ProtocolError  # the client goes on
+    assert reached == []

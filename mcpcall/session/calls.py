@@ -33,6 +33,7 @@ from ..scheduler import get_scheduler
 from ..types import Implementation
 from .cache import ResultCache
 from .eras import Agreement, Negotiator
+from .inbound import check_input_required, input_requests
 from .lifecycle import Connection
 
 __all__ = ["Call", "Caller", "State"]
@@ -334,12 +335,9 @@ class Caller:
     def answer_inputs(self, requests: Any, future: Future[Any] | None = None) -> dict[str, Any]:
         """Answers to ``inputRequests`` (``{key: {method, params}}``) from the handlers, in order."""
         responses: dict[str, Any] = {}
-        if not isinstance(requests, dict):
-            return responses
-        for key, request in requests.items():
-            if not isinstance(request, dict) or not isinstance(request.get("method"), str):
-                raise ProtocolError(f"server {self.name!r} sent a malformed input request {key!r}")
-            responses[key] = self._run_handler(request["method"], request.get("params") or {})
+        method = future.method if isinstance(future, RequestFuture) else "a request"
+        for key, kind, params in input_requests(self.name, method, requests):  # every shape checked first
+            responses[key] = self._run_handler(kind, params)
             if future is not None and future.done():
                 break
         return responses
@@ -348,6 +346,7 @@ class Caller:
         if future.done():
             return  # cancelled or timed out before its turn
         try:
+            check_input_required(self.name, call.method, result)
             responses = self.answer_inputs(result.get("inputRequests"), future)
             if future.done():
                 return

@@ -42,11 +42,17 @@ from ..transports.base import Transport
 from ..types import Implementation
 
 __all__ = [
+    "DEFAULT_LOG_LEVEL",
     "Agreement",
     "Negotiator",
 ]
 
 log = logging.getLogger("mcpcall.client")
+
+#: Modern era, ``on_log=`` without ``log_level=``: the level asked in each request's ``_meta``. A
+#: legacy client sends no ``logging/setLevel`` then and gets what the server logs by default, which
+#: for the SDKs and the demo server is info and above; without a level, a modern server sends nothing.
+DEFAULT_LOG_LEVEL = "info"
 
 
 # Era found per server (argv or URL) by protocol="auto": ("modern"|"legacy", version). Bounded: a
@@ -106,6 +112,7 @@ class Negotiator:
         capabilities: Mapping[str, Any],
         log_level: str | None,
         switch_transport: Callable[[Transport, float], None],
+        default_log_level: str | None = None,
     ) -> None:
         self.dispatcher = dispatcher
         self.name = dispatcher.name
@@ -114,6 +121,9 @@ class Negotiator:
         self.client_info = client_info
         self.capabilities = dict(capabilities)
         self.log_level = log_level
+        #: Modern era, no ``log_level`` asked: the level each request still asks for (``on_log`` given:
+        #: :data:`DEFAULT_LOG_LEVEL`), as a legacy server logs at its own default without ``logging/setLevel``.
+        self.default_log_level = default_log_level
         self._switch_transport = switch_transport
 
     @property
@@ -121,14 +131,20 @@ class Negotiator:
         return self.dispatcher.transport
 
     def request_meta(self, version: str) -> dict[str, Any]:
-        """The ``_meta`` every modern request carries."""
+        """The ``_meta`` every modern request carries (built once per version and level, not per request).
+
+        The log level: the one asked (``log_level=``, :meth:`set_logging_level`), else the
+        default (``on_log=`` alone), else none: the server then sends no log messages at all
+        (the spec: it MUST NOT without the field).
+        """
         meta: dict[str, Any] = {
             META_VERSION: version,
             META_CAPABILITIES: self.capabilities,
             META_CLIENT_INFO: self.client_info.to_wire(),
         }
-        if self.log_level:
-            meta[META_LOG_LEVEL] = self.log_level
+        level = self.log_level or self.default_log_level
+        if level:
+            meta[META_LOG_LEVEL] = level
         return meta
 
     # -- the whole negotiation ------------------------------------------------------

@@ -28,8 +28,8 @@ from ..callbacks import CallbackRunner
 from ..dispatcher import Dispatcher
 from ..errors import ConfigError, ProtocolError, RPCError
 
-__all__ = ["CHANGE_NOTIFICATIONS", "BadHandlerAnswer", "Handler", "Inbound", "LogCallback", "RootsOption", "root_entries",
-           "root_items"]
+__all__ = ["CHANGE_NOTIFICATIONS", "MAX_WAITING_REQUESTS", "BadHandlerAnswer", "Handler", "Inbound", "LogCallback", "RootsOption",
+           "check_input_required", "input_requests", "root_entries", "root_items"]
 
 log = logging.getLogger("mcpcall.client")
 
@@ -70,6 +70,16 @@ _LOG_LEVELS = {
 
 
 _RANK = {name: rank for rank, name in enumerate(_LOG_LEVELS)}
+
+#: Notifications of which only the latest matters to a listener (one queued per listener and kind).
+_LIST_CHANGED = frozenset({
+    "notifications/tools/list_changed",
+    "notifications/prompts/list_changed",
+    "notifications/resources/list_changed",
+})
+
+#: Requests of the server that may wait for the callbacks thread at a time; more are refused at once.
+MAX_WAITING_REQUESTS = 256
 
 
 def root_items(roots: Any) -> list[Any]:
@@ -162,6 +172,42 @@ def _answer_problem(method: str, result: Any) -> str | None:
     return None
 
 
+def input_requests(server: str, method: str, value: Any) -> list[tuple[str, str, dict[str, Any]]]:
+    """A modern ``inputRequests`` map (``{key: {method, params}}``) as ``(key, method, params)``,
+    each shape the server controls checked: anything else is a :class:`ProtocolError` for that call
+    (the server's mistake; no handler sees it). None (absent) is no requests."""
+    if value is None:
+        return []
+    if not isinstance(value, dict):
+        raise ProtocolError(f"server {server!r} answered {method} with inputRequests that is a "
+                            f"{type(value).__name__}, not an object")
+    parsed: list[tuple[str, str, dict[str, Any]]] = []
+    for key, request in value.items():
+        if not isinstance(request, dict) or not isinstance(request.get("method"), str):
+            raise ProtocolError(f"server {server!r} sent a malformed input request {key!r} in {method}: "
+                                "not an object with a string 'method'")
+        params = request.get("params")
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise ProtocolError(f"server {server!r} sent an input request {key!r} ({request['method']}) in {method} "
+                                f"whose params is a {type(params).__name__}, not an object")
+        parsed.append((key, request["method"], params))
+    return parsed
+
+
+def check_input_required(server: str, method: str, result: dict[str, Any]) -> None:
+    """An ``input_required`` result: at least one of ``inputRequests`` and ``requestState``, the
+    state a string (the spec's InputRequiredResult); else a :class:`ProtocolError`."""
+    state = result.get("requestState")
+    if state is not None and not isinstance(state, str):
+        raise ProtocolError(f"server {server!r} answered {method} with a requestState that is a "
+                            f"{type(state).__name__}, not a string")
+    if result.get("inputRequests") is None and state is None:
+        raise ProtocolError(f"server {server!r} answered {method} with input_required but neither "
+                            "inputRequests nor requestState")
+
+
 def _check_root(uri: str) -> None:
     """Roots are ``file://`` URIs (the spec's MUST; a server may refuse the whole list otherwise)."""
     if not uri.lower().startswith("file://"):
@@ -211,6 +257,8 @@ class Inbound:
         self.on_log = on_log
         #: Messages below this level (an MCP level name) are dropped; None: all are passed on.
         self.log_level: str | None = None
+        self._waiting = 0  # server requests queued for the callbacks thread, not yet taken
+        self._waiting_lock = threading.Lock()
         self.logger = logging.getLogger(f"mcpcall.server.{name}")
         self._listeners: dict[str, list[Callable[[dict[str, Any]], None]]] = {}
         #: ``changed(method, params)``: a change notification arrived (reader thread; mcpcall's own code only).
@@ -290,14 +338,34 @@ class Inbound:
         return result
 
     def on_request(self, message: dict[str, Any]) -> None:
-        """A request from the server (reader thread): answered on the callbacks thread."""
+        """A request from the server (reader thread): answered on the callbacks thread.
+
+        Never dropped: past :data:`MAX_WAITING_REQUESTS` waiting for the callbacks
+        thread, a request is answered at once with an error (the server is not left
+        waiting, and a flood of requests does not grow the queue).
+        """
         method = message["method"]
         if not self.knows(method):
             self.dispatcher.reply(jsonrpc.error_response(message["id"], jsonrpc.METHOD_NOT_FOUND, f"method not found: {method}"))
             return
-        self.callbacks.submit(self._answer, message)
+        with self._waiting_lock:
+            busy = self._waiting >= MAX_WAITING_REQUESTS
+            if not busy:
+                self._waiting += 1
+        if busy:
+            self.callbacks.count_drop("server requests refused")
+            self.dispatcher.reply(jsonrpc.error_response(
+                message["id"], jsonrpc.INTERNAL_ERROR,
+                f"the client is busy: {MAX_WAITING_REQUESTS} requests of this server already wait for an answer"))
+            return
+        if not self.callbacks.submit(self._answer, message):
+            with self._waiting_lock:
+                self._waiting -= 1
+            self.dispatcher.reply(jsonrpc.error_response(message["id"], jsonrpc.INTERNAL_ERROR, "the client is closing"))
 
     def _answer(self, message: dict[str, Any]) -> None:
+        with self._waiting_lock:
+            self._waiting -= 1
         params = message.get("params")
         try:
             result = self.run_handler(message["method"], params if isinstance(params, dict) else {})
@@ -322,25 +390,36 @@ class Inbound:
         self._listeners.setdefault(method, []).append(callback)
 
     def on_notification(self, message: dict[str, Any]) -> None:
+        """Route a notification (reader thread): what would be filtered out is dropped here, before
+        anything is queued; what is queued may be dropped when the client is too far behind, and a
+        ``list_changed`` still queued for a listener is not queued twice (see :mod:`mcpcall.callbacks`)."""
         method = message["method"]
         params = message.get("params")
         params = params if isinstance(params, dict) else {}
         if method == "notifications/message":
-            self.callbacks.submit(self._log_message, params)
+            if self._wants_log(params):
+                self.callbacks.offer(self._log_message, params)
         elif method in CHANGE_NOTIFICATIONS and self.changed is not None:
             try:
                 self.changed(method, params)
             except Exception:  # noqa: BLE001 - a bad notification must not end the read loop
                 self.dispatcher.log(logging.DEBUG, "server %r: could not handle %s", self.name, method)
+        coalesce = method in _LIST_CHANGED
         for callback in self._listeners.get(method, []) + self._listeners.get("*", []):
-            self.callbacks.submit(callback, params)
+            self.callbacks.offer(callback, params, key=(id(callback), method) if coalesce else None)
+
+    def _wants_log(self, params: dict[str, Any]) -> bool:
+        """Whether a ``notifications/message`` passes the level filter and has anyone to go to."""
+        name = params.get("level")
+        level = name if isinstance(name, str) else "info"
+        if self.log_level is not None and _RANK.get(level, 1) < _RANK.get(self.log_level, 0):
+            return False
+        return self.on_log is not None or self.logger.isEnabledFor(_LOG_LEVELS.get(level, logging.INFO))
 
     def _log_message(self, params: dict[str, Any]) -> None:
         """On the callbacks thread: a server log message to ``on_log`` and to the server's logger."""
         name = params.get("level")
         level = name if isinstance(name, str) else "info"
-        if self.log_level is not None and _RANK.get(level, 1) < _RANK.get(self.log_level, 0):
-            return
         logger = params.get("logger")
         logger = logger if isinstance(logger, str) and logger else None
         data = params.get("data")

@@ -110,8 +110,9 @@ class Connection:
             for closer in self.closers:
                 try:
                     closer()
-                except Exception:  # closing goes on
-                    log.debug("server %r: a closer failed", self.name, exc_info=True)
+                except Exception:  # noqa: BLE001 - closing goes on
+                    # close() may run on any thread (the garbage collector's choice): never emit on an I/O one.
+                    self.callbacks.log(log, logging.DEBUG, "server %r: a closer failed", self.name, exc_info=True)
             if terminate:
                 self.dispatcher.transport.terminate()
             else:

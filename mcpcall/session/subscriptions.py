@@ -284,17 +284,19 @@ class Subscriptions:
         if sub.closed or future.cancelled() or self.caller.connection.closed:
             return
         error = future.exception()
+        # This runs where the listen request completes (a reader thread, often): every record goes
+        # through the callbacks runner, which hands it over from an I/O thread.
         if error is None:
             sub.ended = True
-            log.info("server %r ended a subscription (%r)", self.name, sub)
+            self.callbacks.log(log, logging.INFO, "server %r ended a subscription (%r)", self.name, sub)
             return
         if _method_not_found(error):  # no listen at all (any more): listening again cannot help
             with self._lock:
                 self._by_id.pop(sub.subscription_id, None)
             if sub.ever_acknowledged:
                 sub.ended = True
-                self.caller.dispatcher.log(logging.INFO, "server %r no longer offers subscriptions/listen; %r ended",
-                                           self.name, sub, logger=log.name)  # logged from the callbacks thread
+                self.callbacks.log(log, logging.INFO, "server %r no longer offers subscriptions/listen; %r ended",
+                                   self.name, sub)
             return
         if not sub.ever_acknowledged:
             return  # refused when opened: subscribe() raises it
@@ -302,7 +304,8 @@ class Subscriptions:
             sub._delay = _RELISTEN_FIRST  # it had been fine for a while: start the backoff afresh
         delay = sub._delay
         sub._delay = min(delay * 2, _RELISTEN_MAX)
-        log.info("server %r: subscription stream broke (%s); listening again in %.1f s", self.name, error, delay)
+        self.callbacks.log(log, logging.INFO, "server %r: subscription stream broke (%s); listening again in %.1f s",
+                           self.name, error, delay)
         callbacks = self.callbacks
 
         def relisten() -> None:  # on the scheduler: only hand over
@@ -346,7 +349,9 @@ class Subscriptions:
                 targets = list(self._open)
         for sub in targets:
             if sub.on_change is not None and not sub.closed and sub.wants(kind, uri):
-                self.callbacks.submit(_deliver, sub, event)
+                # Only the latest matters: one event per subscription, kind and URI waits at a time
+                # (the URIs are the subscription's own, so the keys are bounded by what the client asked).
+                self.callbacks.offer(_deliver, sub, event, key=(sub, kind, uri))
 
     def close_all(self) -> None:
         with self._lock:

@@ -39,6 +39,7 @@ from ..scheduler import get_scheduler
 from ..types import CallToolResult
 from ..types._record import optional_int, optional_str, record, require_str
 from .calls import Call, Caller
+from .inbound import input_requests
 
 __all__ = ["TERMINAL", "Task", "TaskStatus", "Tasks", "parse_task_status"]
 
@@ -358,6 +359,7 @@ class Tasks:
         """On the callbacks thread: answer what has not been answered, then poll on."""
         requests = status.raw.get("inputRequests")
         try:
+            input_requests(self.name, "tasks/get", requests)  # a shape the server got wrong fails the task
             with task._lock:  # claimed before any handler runs: a repeated status never asks twice
                 pending = {k: v for k, v in requests.items() if k not in task._answered} if isinstance(requests, dict) else {}
                 task._answered.update(pending)
@@ -377,7 +379,7 @@ class Tasks:
         try:
             self.caller.send(Call("tasks/cancel", {"taskId": task_id}, None))
         except MCPError as exc:
-            log.debug("server %r: tasks/cancel of %s failed: %s", self.name, task_id, exc)
+            self.caller.callbacks.log(log, logging.DEBUG, "server %r: tasks/cancel of %s failed: %s", self.name, task_id, exc)
 
     # -- pushed status (subscriptions) ----------------------------------------------------
 
@@ -390,7 +392,8 @@ class Tasks:
             try:
                 self._advance(task, parse_task_status(params, self.name))
             except ProtocolError as exc:
-                log.debug("server %r: a task notification was malformed: %s", self.name, exc)
+                self.caller.callbacks.log(log, logging.DEBUG, "server %r: a task notification was malformed: %s",
+                                          self.name, exc)  # on the reader: handed to the callbacks thread
 
     def close(self) -> None:
         """The client closed: every task handle still waiting fails."""

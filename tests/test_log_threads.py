@@ -1,0 +1,122 @@
+"""Logging handlers are user code: no mcpcall log record is emitted on a reader, writer, stderr drain,
+HTTP worker or scheduler thread (DESIGN.md), whatever happens: connect, calls, subscriptions that
+end or break, bad lines, a server that dies, over stdio, HTTP and in memory."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import mcpcall
+from mcpcall import Client, ConnectionClosed
+from mcpcall.transports.memory import MemoryTransport, Reply
+from tests.conftest import fault_argv, wait_until
+from tests.servers.http_fault_server import FaultServer
+
+FAST = {"probe_timeout": 1.0, "close_timeout": 1.0}
+MODERN = "2026-07-28"
+
+
+class Where(logging.Handler):
+    """Records, for every mcpcall record, the thread that emitted it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.seen: list[tuple[str, str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.seen.append((threading.current_thread().name, record.name, record.getMessage()[:200]))
+
+    def on_io_threads(self) -> list[tuple[str, str, str]]:
+        """Records emitted on an mcpcall thread other than a callbacks thread."""
+        return [s for s in self.seen if s[0].startswith("mcpcall-") and not s[0].startswith("mcpcall-callbacks-")]
+
+
+@pytest.fixture
+def where() -> Iterator[Where]:
+    handler = Where()
+    logger = logging.getLogger("mcpcall")
+    old = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old)
+
+
+def test_stdio_run_logs_on_no_io_thread(where: Where) -> None:
+    with mcpcall.connect(fault_argv("garbage", "unknown-id", "duplicate"), **FAST) as c:  # type: ignore[arg-type]
+        assert c.call_tool("echo", {"message": "fine"}).text == "fine"
+        c.list_tools()
+    with mcpcall.connect(fault_argv("crash-on-call"), stderr=lambda line: None, **FAST) as c:  # type: ignore[arg-type]
+        with pytest.raises(ConnectionClosed):
+            c.call_tool("echo", {"message": "x"})
+    assert where.seen  # the run did log something
+    assert where.on_io_threads() == []
+
+
+def test_http_run_logs_on_no_io_thread(where: Where) -> None:
+    server = FaultServer().start()
+    try:
+        url = server.url
+        with mcpcall.connect(url, timeout=10) as c:
+            assert c.call_tool("echo", {"message": "hi"}).text == "hi"
+            c.list_tools()
+            server.stop()  # the server dies under a connected client
+            with pytest.raises(mcpcall.MCPError):
+                c.call_tool("echo", {"message": "gone"}, timeout=3)
+    finally:
+        server.stop()
+    assert where.on_io_threads() == []
+
+
+def listen_server(fate: list[str]) -> Any:
+    """A modern server whose subscriptions/listen streams end as ``fate`` says, one per listen:
+    "graceful" (a result), "break" (an error: listened to again), "gone" (-32601)."""
+
+    timers: list[threading.Timer] = []
+
+    def serve(m: dict[str, Any], reply: Reply) -> None:
+        if "id" not in m or "method" not in m:
+            return
+        rid, method = m["id"], m["method"]
+        if method == "server/discover":
+            reply({"jsonrpc": "2.0", "id": rid, "result": {
+                "resultType": "complete", "supportedVersions": [MODERN], "capabilities": {"tools": {"listChanged": True}}}})
+        elif method == "subscriptions/listen":
+            reply({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                   "params": {"notifications": {"toolsListChanged": True},
+                              "_meta": {"io.modelcontextprotocol/subscriptionId": rid}}})
+            how = fate.pop(0) if fate else "hold"
+            if how == "graceful":
+                reply({"jsonrpc": "2.0", "id": rid, "result": {"resultType": "complete"}})
+            elif how == "break":  # once subscribe() has returned
+                broke = {"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": "stream broke"}}
+                timer = threading.Timer(0.3, reply, (broke,))
+                timer.start()
+                timers.append(timer)
+            elif how == "gone":
+                reply({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "Method not found"}})
+        else:
+            reply({"jsonrpc": "2.0", "id": rid, "result": {"resultType": "complete", "content": []}})
+
+    return serve
+
+
+@pytest.mark.parametrize("fate", [["graceful"], ["break", "gone"]])
+def test_subscriptions_ending_log_on_no_io_thread(where: Where, fate: list[str]) -> None:
+    # Subscriptions._ended (a done-callback on the reader thread) logged there.
+    expected = "ended a subscription" if fate == ["graceful"] else "no longer offers subscriptions/listen"
+    with Client(MemoryTransport(listen_server(list(fate)), name="subs"), probe_timeout=1.0).connect() as c:  # type: ignore[arg-type]
+        sub = c.subscribe(tools=True, timeout=5)
+        assert wait_until(lambda: sub.ended, 10)
+        assert wait_until(lambda: any(expected in s[2] for s in where.seen), 5)
+        if fate != ["graceful"]:
+            assert any("listening again in" in s[2] for s in where.seen)
+    assert where.on_io_threads() == []
