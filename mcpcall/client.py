@@ -52,7 +52,7 @@ from .protocol import (
 )
 from .session.cache import ResultCache
 from .session.calls import Call, Caller, State
-from .session.eras import DEFAULT_LOG_LEVEL, Negotiator
+from .session.eras import DEFAULT_LOG_LEVEL, Agreement, Negotiator
 from .session.inbound import Handler, Inbound, LogCallback, RootsOption
 from .session.lifecycle import Connection, close_all, collected
 from .session.subscriptions import ChangeEvent, Subscription, Subscriptions
@@ -225,6 +225,20 @@ class Client:
         auth.login(url)
         return True
 
+    def _start(self, budget: float, deadline: float, *, started: bool = False) -> Agreement:
+        """Start the transport (unless ``started``) and agree on the era and version, by ``deadline``."""
+        if not started:
+            self.transport.start(self.dispatcher, timeout=budget)
+        if self._connection.closed:  # closed by another thread while the transport started
+            self.transport.terminate()
+            raise ConnectionClosed(f"client for server {self.name!r} was closed while it connected")
+        if monotonic() >= deadline:
+            raise RequestTimeout(
+                f"server {self.name!r} did not finish connecting within {budget:g} s (starting the transport)",
+                timeout=budget,
+            )
+        return self._negotiator.negotiate(budget, deadline)
+
     def connect(self, timeout: float | None = None) -> Client:
         """Start the transport and agree on a protocol era and version, within ``timeout`` in all
         (default: the client's ``timeout``, which stays the default of every later request)."""
@@ -236,23 +250,18 @@ class Client:
             raise ConnectionClosed(f"client for server {self.name!r} was closed")
         try:
             deadline = monotonic() + budget
-            self.transport.start(self.dispatcher, timeout=budget)
-            if self._connection.closed:  # closed by another thread while the transport started
-                self.transport.terminate()
-                raise ConnectionClosed(f"client for server {self.name!r} was closed while it connected")
-            if monotonic() >= deadline:
-                raise RequestTimeout(
-                    f"server {self.name!r} did not finish connecting within {budget:g} s (starting the transport)",
-                    timeout=budget,
-                )
             try:
-                agreement = self._negotiator.negotiate(budget, deadline)
+                agreement = self._start(budget, deadline)
             except MCPError as exc:
                 if not self._sign_in(exc):
                     raise
-                # Signed in (a person took their time, outside the deadline): connecting starts over.
+                # Signed in (a person took their time, outside the deadline): connecting starts over, on a new
+                # transport where the one that failed cannot go on (HTTP+SSE: the 401 ended its start).
                 deadline = monotonic() + budget
-                agreement = self._negotiator.negotiate(budget, deadline)
+                fresh = self.transport.renewed()
+                if fresh is not None:
+                    self._connection.switch_transport(fresh, budget)
+                agreement = self._start(budget, deadline, started=True)
             meta = self._negotiator.request_meta(agreement.version) if agreement.era == "modern" else {}
             self._state.adopt(agreement, meta)
         except BaseException:

@@ -116,6 +116,13 @@ class Transport:
         """Another transport to try for the same server when this one is refused (HTTP+SSE), or None."""
         return None
 
+    def renewed(self) -> Transport | None:
+        """A new, unstarted transport like this one, to start over after a sign-in; None: this one goes on.
+
+        Only a transport that cannot go on after its start failed needs one (HTTP+SSE closes itself).
+        """
+        return None
+
     def close(self) -> None:
         """End the connection and every thread the transport owns; idempotent."""
         raise NotImplementedError

@@ -40,6 +40,7 @@ class SSETransport(HTTPBase):
     def __init__(self, url: str, *, endpoint_timeout: float = 10.0, **options: Any) -> None:
         options.pop("allow_fallback", None)
         super().__init__(url, **options)
+        self._options = dict(options, endpoint_timeout=endpoint_timeout)
         self.endpoint: str | None = None
         self.endpoint_timeout = endpoint_timeout
         self._stream_exchange = Exchange("SSE stream")
@@ -62,6 +63,10 @@ class SSETransport(HTTPBase):
             error = self._start_error
             self.close()
             raise error
+
+    def renewed(self) -> SSETransport:
+        """A new transport for the same URL and options: a failed start closed this one, and the stream cannot resume."""
+        return SSETransport(self.url, **self._options)
 
     def _read(self, limit: float) -> None:
         """The reader thread: open the GET stream, wait for the endpoint, deliver every message."""
