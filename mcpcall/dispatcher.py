@@ -176,6 +176,7 @@ class _Entry:
         "progressed",
         "request_id",
         "reset_on_progress",
+        "skipped",
         "timeout",
         "transform",
     )
@@ -194,6 +195,7 @@ class _Entry:
         self.reset_on_progress = False
         self.progressed = False  # a progress notification has reset ``due``
         self.cancel_on_timeout = True
+        self.skipped = 0  # the transport's count of skipped lines when the request was sent
 
 
 class Dispatcher:
@@ -269,6 +271,7 @@ class Dispatcher:
         entry.transform = transform
         entry.on_error = on_error
         entry.cancel_on_timeout = cancel_on_timeout
+        entry.skipped = self.transport.skipped()
         if on_progress is not None or reset_timeout_on_progress:
             params = dict(params) if params else {}
             meta = dict(params.get("_meta") or {})
@@ -383,15 +386,24 @@ class Dispatcher:
         else:
             limit = timeout
             within = (f"within {timeout:g} s", "raise timeout= if the operation is slow")
+        note = self._skipped_note(entry.skipped)
         entry.future.fail(
             RequestTimeout(
-                f"server {self.name!r} did not answer {entry.method} {within[0]} "
+                f"server {self.name!r} did not answer {entry.method} {within[0]}{note} "
                 f"(the request was cancelled; {within[1]})",
                 method=entry.method,
                 timeout=limit,
             )
         )
         self._transport_cancel(entry, f"timed out after {limit:g} s")
+
+    def _skipped_note(self, since: int) -> str:
+        """``"; "`` and what the transport skipped since its count was ``since`` (what the peer wrote instead), or ""."""
+        try:
+            note = self.transport.skipped_note(since)
+        except Exception:  # noqa: BLE001 - the timeout is reported whatever the transport says
+            return ""
+        return f"; {note}" if note else ""
 
     def _transport_cancel(self, entry: _Entry, reason: str) -> None:
         # Transport.cancel never blocks: it queues a notice or shuts a socket (it runs on the scheduler).
