@@ -108,3 +108,18 @@ def test_a_method_hook_still_runs_in_a_forked_child() -> None:
         os.close(read)
         os.waitpid(pid, 0)
     assert seen == b"1" and owner.seen == 0
+
+
+def test_registries_made_and_closed_do_not_stay_alive() -> None:
+    from mcpcall.registry.registry import ToolRegistry
+
+    def registries() -> int:
+        gc.collect()
+        return sum(isinstance(obj, ToolRegistry) for obj in gc.get_objects())
+
+    before = registries()
+    for _ in range(CYCLES):
+        registry = mcpcall.ToolRegistry({"demo": demo_argv()}, lazy=True)  # a notebook cell run again and again
+        registry.close()
+    del registry
+    assert registries() - before <= KEPT
