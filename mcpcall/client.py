@@ -278,7 +278,8 @@ class Client:
         self.close()
 
     def close(self) -> None:
-        """Fail what is in flight, stop the server (stdio) or connection, end every thread.
+        """Cancel what is in flight (the server is told, as on a timeout) and fail it, stop the server
+        (stdio) or connection, end every thread.
 
         In a process forked from the one that connected, only lets go of the
         client: the server and its session belong to the parent.

@@ -176,6 +176,7 @@ class _Entry:
         "progressed",
         "request_id",
         "reset_on_progress",
+        "skipped",
         "timeout",
         "transform",
     )
@@ -194,6 +195,7 @@ class _Entry:
         self.reset_on_progress = False
         self.progressed = False  # a progress notification has reset ``due``
         self.cancel_on_timeout = True
+        self.skipped = 0  # the transport's count of skipped lines when the request was sent
 
 
 class Dispatcher:
@@ -269,6 +271,7 @@ class Dispatcher:
         entry.transform = transform
         entry.on_error = on_error
         entry.cancel_on_timeout = cancel_on_timeout
+        entry.skipped = self.transport.skipped()
         if on_progress is not None or reset_timeout_on_progress:
             params = dict(params) if params else {}
             meta = dict(params.get("_meta") or {})
@@ -383,9 +386,10 @@ class Dispatcher:
         else:
             limit = timeout
             within = (f"within {timeout:g} s", "raise timeout= if the operation is slow")
+        note = self._skipped_note(entry.skipped)
         entry.future.fail(
             RequestTimeout(
-                f"server {self.name!r} did not answer {entry.method} {within[0]} "
+                f"server {self.name!r} did not answer {entry.method} {within[0]}{note} "
                 f"(the request was cancelled; {within[1]})",
                 method=entry.method,
                 timeout=limit,
@@ -393,15 +397,26 @@ class Dispatcher:
         )
         self._transport_cancel(entry, f"timed out after {limit:g} s")
 
+    def _skipped_note(self, since: int) -> str:
+        """``"; "`` and what the transport skipped since its count was ``since`` (what the peer wrote instead), or ""."""
+        try:
+            note = self.transport.skipped_note(since)
+        except Exception:  # noqa: BLE001 - the timeout is reported whatever the transport says
+            return ""
+        return f"; {note}" if note else ""
+
     def _transport_cancel(self, entry: _Entry, reason: str) -> None:
         # Transport.cancel never blocks: it queues a notice or shuts a socket (it runs on the scheduler).
         # Without cancel_on_timeout the server is not told, but the transport still lets go of the
         # request's I/O (an HTTP worker blocked on a silent probe is freed).
         if self._closed is None:
-            try:
-                self.transport.cancel(entry.request_id, reason, notify=entry.cancel_on_timeout)
-            except Exception as exc:  # noqa: BLE001 - a cancel that cannot be sent changes nothing for the caller
-                self.log(logging.DEBUG, "server %r: cancel of %r failed: %s", self.name, entry.request_id, exc)
+            self._tell_transport(entry, reason)
+
+    def _tell_transport(self, entry: _Entry, reason: str) -> None:
+        try:
+            self.transport.cancel(entry.request_id, reason, notify=entry.cancel_on_timeout)
+        except Exception as exc:  # noqa: BLE001 - a cancel that cannot be sent changes nothing for the caller
+            self.log(logging.DEBUG, "server %r: cancel of %r failed: %s", self.name, entry.request_id, exc)
 
     def log(self, level: int, fmt: str, *args: Any, logger: str = "") -> None:
         """Log from any thread; from an I/O or scheduler thread the record is emitted on the callbacks thread.
@@ -426,7 +441,23 @@ class Dispatcher:
             return len(self._pending)
 
     def fail_all(self, exc: BaseException) -> None:
-        """Fail every pending request with ``exc`` and refuse new ones."""
+        """Fail every pending request with ``exc`` and refuse new ones (the connection is gone)."""
+        self._end(exc, cancel=None)
+
+    def close(self, exc: BaseException, reason: str = "the client was closed") -> None:
+        """The client is closing: cancel at the server what is in flight, then fail it with ``exc``.
+
+        Each pending request is cancelled through the transport first, as a
+        timeout cancels one (stdio: ``notifications/cancelled``; Streamable
+        HTTP: its response stream is closed), so that a server that finishes
+        its work before leaving is not kept busy for nobody and can exit as
+        soon as the transport closes. A request that must not be cancelled
+        (``cancel_on_timeout=False``: ``initialize``) is only let go of.
+        Then, as :meth:`fail_all`, refuse new requests.
+        """
+        self._end(exc, cancel=reason)
+
+    def _end(self, exc: BaseException, cancel: str | None) -> None:
         with self._lock:
             if self._closed is None:
                 self._closed = exc
@@ -436,6 +467,9 @@ class Dispatcher:
             self._armed_at = -math.inf  # never arm again
         if armed is not None:
             armed.cancel()  # do not keep a closed client reachable from the scheduler
+        if cancel is not None:
+            for entry in entries:  # first: whoever learns of the failure finds the server told already
+                self._tell_transport(entry, cancel)
         for entry in entries:
             entry.future.fail(exc)
 

@@ -20,6 +20,7 @@ register a ``forget_inherited`` hook that runs in the child right after fork.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import weakref
 from typing import Callable
@@ -28,7 +29,12 @@ from .errors import ForkedClient
 
 __all__ = ["Owned", "forked_message", "on_fork_in_child"]
 
-_hooks: weakref.WeakKeyDictionary[object, Callable[[], None]] = weakref.WeakKeyDictionary()
+#: owner -> its hook. The owner is held weakly, and so is a hook that is a method of the owner: an
+#: entry must never keep its own key alive (a bound method holds its object), or every object that
+#: ever registered (with all it refers to) would live as long as the process.
+_hooks: weakref.WeakKeyDictionary[object, Callable[[], None] | weakref.WeakMethod[Callable[[], None]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 class Owned:
@@ -64,14 +70,35 @@ def on_fork_in_child(owner: object, hook: Callable[[], None]) -> None:
 
     The hook runs with one thread in the child, before any user code: it must
     only drop references and close raw descriptors.
+
+    The registration never keeps ``owner`` alive (nor, through it, all that
+    ``owner`` refers to): a hook that is a method of ``owner`` is held weakly,
+    and any other hook must not hold ``owner`` (close over a ``weakref.ref`` to
+    it instead); one that visibly does (a closure cell) is refused with
+    ``ValueError``.
     """
+    if inspect.ismethod(hook) and hook.__self__ is owner:
+        _hooks[owner] = weakref.WeakMethod(hook)
+        return
+    if any(_cell_holds(cell, owner) for cell in getattr(hook, "__closure__", None) or ()):
+        raise ValueError("a fork hook must not hold its owner (it would never be freed): close over a weakref.ref to it")
     _hooks[owner] = hook
+
+
+def _cell_holds(cell: object, owner: object) -> bool:
+    try:
+        return getattr(cell, "cell_contents", None) is owner
+    except ValueError:  # an empty cell
+        return False
 
 
 def _after_fork_in_child() -> None:
     # Hooks stay registered (they are idempotent): a grandchild lets go of the same things again,
     # and of what the child opened since.
-    for hook in list(_hooks.values()):
+    for entry in list(_hooks.values()):
+        hook = entry() if isinstance(entry, weakref.WeakMethod) else entry
+        if hook is None:  # its object is gone (its entry goes with it)
+            continue
         with contextlib.suppress(Exception):  # a hook must never break the child
             hook()
 

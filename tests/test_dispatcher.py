@@ -555,3 +555,32 @@ def test_a_probe_that_times_out_still_frees_its_exchange(make: Any) -> None:
         future.result(5)
     until(lambda: bool(calls))
     assert calls == [(future.request_id, False)]  # freed, but the server is not told
+
+
+def test_close_cancels_what_is_in_flight_before_failing_it(make: Any) -> None:
+    d, _, peer = make(silent)
+    call = d.request("tools/call", {}, timeout=30)
+    handshake = d.request("initialize", {}, timeout=30, cancel_on_timeout=False)  # never cancelled
+    until(lambda: len(peer.seen) == 2)
+    d.close(ConnectionClosed("closing"))
+    with pytest.raises(ConnectionClosed):
+        call.result(1)
+    with pytest.raises(ConnectionClosed):
+        handshake.result(1)
+    until(lambda: peer.cancels() == [call.request_id])
+    assert [m["params"]["reason"] for m in peer.seen if m.get("method") == "notifications/cancelled"] == [
+        "the client was closed"
+    ]
+    with pytest.raises(ConnectionClosed):
+        d.request("tools/list", None, timeout=1).result(1)
+
+
+def test_a_gone_connection_fails_what_is_in_flight_without_cancelling(make: Any) -> None:
+    d, transport, peer = make(silent)
+    call = d.request("tools/call", {}, timeout=30)
+    until(lambda: len(peer.seen) == 1)
+    d.fail_all(ConnectionClosed("gone"))
+    with pytest.raises(ConnectionClosed):
+        call.result(1)
+    time.sleep(0.05)  # a cancel would be sent at once, on this thread
+    assert peer.cancels() == []

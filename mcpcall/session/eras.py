@@ -76,8 +76,10 @@ class Agreement:
 class _Budget:
     """The connect deadline, and what each step of it got (for the message when it runs out)."""
 
-    def __init__(self, name: str, timeout: float, deadline: float | None = None) -> None:
+    def __init__(self, name: str, timeout: float, deadline: float | None = None,
+                 note: Callable[[], str | None] | None = None) -> None:
         self.name = name
+        self.note = note  # what the server wrote instead of answering (stdio: lines that are not JSON-RPC)
         self.timeout = timeout
         if deadline is None:
             deadline = monotonic() + timeout if timeout != math.inf else math.inf
@@ -92,8 +94,10 @@ class _Budget:
 
     def exhausted(self, step: str) -> RequestTimeout:
         tried = f" ({'; '.join(self.steps)})" if self.steps else ""
+        note = self.note() if self.note is not None else None
         return RequestTimeout(
-            f"server {self.name!r} did not finish connecting within {self.timeout:g} s: no answer to {step}{tried}",
+            f"server {self.name!r} did not finish connecting within {self.timeout:g} s: no answer to {step}{tried}"
+            + (f"; {note}" if note else ""),
             method=step,
             timeout=self.timeout,
         )
@@ -151,7 +155,7 @@ class Negotiator:
 
     def negotiate(self, timeout: float, deadline: float | None = None) -> Agreement:
         """Find the era and version, within ``timeout`` seconds in all (or by ``deadline``, a monotonic time)."""
-        budget = _Budget(self.name, timeout, deadline)
+        budget = _Budget(self.name, timeout, deadline, note=lambda: self.transport.skipped_note())
         protocol = self.protocol
         if protocol in LEGACY_VERSIONS:
             return self._initialize(protocol, budget)

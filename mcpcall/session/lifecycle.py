@@ -104,7 +104,7 @@ class Connection:
             self._between.clear()
         try:
             closed = ConnectionClosed(f"client for server {self.name!r} was closed")
-            self.dispatcher.fail_all(closed)
+            self.dispatcher.close(closed)  # cancels what is in flight at the server, then fails it
             for future in between:  # before the callbacks thread stops: their done-callbacks still run
                 future.fail(closed)
             for closer in self.closers:

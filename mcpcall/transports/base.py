@@ -106,6 +106,18 @@ class Transport:
         except MCPError as exc:  # the peer is gone; nothing left to cancel
             self._log(logging.DEBUG, "server %r: cancel of %r not sent: %s", self.name, request_id, exc)
 
+    def skipped(self) -> int:
+        """How many lines the peer has written so far that were not JSON-RPC messages (stdio), and were skipped."""
+        return 0
+
+    def skipped_note(self, since: int = 0) -> str | None:
+        """Those of :meth:`skipped` after the first ``since``, in a clause for an error about silence; None if none.
+
+        What a peer wrote instead of answering explains a timeout: a server that
+        prints a banner or logs to stdout, or a program that is no MCP server.
+        """
+        return None
+
     def negotiated(self, era: str, version: str) -> None:
         """The client settled on a protocol era and version (HTTP uses it for headers)."""
 

@@ -3,9 +3,11 @@
 Threads (each named ``mcpcall-<role>-<server>``):
 
 - ``reader``: reads stdout, splits it into lines, decodes them, hands them to
-  the dispatcher. Lines that are not JSON are skipped (a line that names a
-  request id fails that request); a line longer than ``max_message_bytes`` is
-  skipped without being held in memory and fails the request it answered.
+  the dispatcher. Lines that are not JSON-RPC are skipped (a line that names a
+  request id fails that request), logged, and named in the error of a request
+  (or a connect) left unanswered while they came; a line longer than
+  ``max_message_bytes`` is skipped without being held in memory and fails the
+  request it answered.
 - ``writer``: drains what callers could not write at once. Callers write
   straight into the (non-blocking) pipe while nothing is queued, so a server
   that stops reading stdin can never block a caller.
@@ -153,6 +155,12 @@ class StdioTransport(Transport):
         self._close_lock = threading.Lock()
         self._gone: ConnectionClosed | None = None
         self._warned: collections.Counter[str] = collections.Counter()
+        # Lines of stdout that were no JSON-RPC message (a banner, logs, another program's output):
+        # how many, the first and the latest (escaped excerpts), and whether the server ever spoke JSON-RPC.
+        self._skipped = 0
+        self._skipped_first = ""
+        self._skipped_last = ""
+        self._spoke = False
         self._stderr_logger = logging.getLogger(f"mcpcall.server.{self.name}")
 
     def __repr__(self) -> str:
@@ -439,15 +447,20 @@ class StdioTransport(Transport):
                     ProtocolError(f"server {self.name!r} answered with a line that is not valid JSON: {exc}"), request_id
                 )
             else:
-                self._warn("garbage", f"server {self.name!r} wrote a line to stdout that is not JSON; skipped: {exc}")
+                self._skip(line, "is not JSON")
             return
         try:
             if isinstance(message, dict):
-                receiver.on_message(message)
+                if message.get("jsonrpc") == "2.0":
+                    self._spoke = True
+                else:
+                    self._skip(line, "is JSON but no JSON-RPC message")
+                receiver.on_message(message)  # the dispatcher ignores what is not JSON-RPC 2.0 (and says so)
             elif isinstance(message, list) and message:
+                self._spoke = True
                 self._batch(message, receiver)
             else:
-                self._warn("garbage", f"server {self.name!r} wrote JSON that is not a message; skipped: {str(message)[:200]}")
+                self._skip(line, "is JSON but no JSON-RPC message")
         except Exception as exc:  # noqa: BLE001 - a message we failed to handle must not end the connection
             request_id = message.get("id") if isinstance(message, dict) else None
             error = ProtocolError(f"server {self.name!r}: could not handle a message ({type(exc).__name__}: {exc})")
@@ -455,6 +468,39 @@ class StdioTransport(Transport):
                 receiver.on_bad_message(error, request_id)
             else:
                 self._log(logging.DEBUG, "%s", error)
+
+    def _skip(self, line: bytes, why: str) -> None:
+        """A line of stdout that is no message: counted and kept (an excerpt) for the errors it may explain."""
+        text = _excerpt(line)
+        self._skipped += 1
+        self._skipped_last = text
+        if self._skipped == 1:
+            self._skipped_first = text
+        advice = "" if self._spoke or self._skipped > 1 else (
+            " (a stdio server writes only JSON-RPC messages to stdout, its logs go to stderr; if no answer comes, "
+            "check that the command starts an MCP server speaking over stdio)"
+        )
+        self._warn("garbage", f"server {self.name!r} wrote a line to stdout that {why}; skipped: {text}{advice}")
+
+    def skipped(self) -> int:
+        return self._skipped
+
+    def skipped_note(self, since: int = 0) -> str | None:
+        count = self._skipped - since
+        if count <= 0:
+            return None
+        if count == 1:
+            text = f"the server wrote 1 line to stdout that is not JSON-RPC: {self._skipped_last}"
+        else:
+            which = "first" if since == 0 else "last"
+            line = self._skipped_first if since == 0 else self._skipped_last
+            text = f"the server wrote {count} lines to stdout that are not JSON-RPC, the {which}: {line}"
+        if not self._spoke:
+            text += " (it has not written one JSON-RPC message"
+            if _URL.search(self._skipped_first):
+                text += "; if it serves MCP over HTTP, connect to its URL instead"
+            text += ")"
+        return text
 
     def _batch(self, items: list[Any], receiver: Receiver) -> None:
         """A JSON-RPC batch: allowed in 2025-03-26 only; otherwise it fails the requests it answers."""
@@ -502,8 +548,9 @@ class StdioTransport(Transport):
         else:
             what = _how_it_ended(returncode)
         reason = "the client was closed" if closing else "unexpectedly"
+        note = None if closing or self._spoke else self.skipped_note()
         exc = ConnectionClosed(
-            f"server {self.name!r} {what} ({reason})",
+            f"server {self.name!r} {what} ({reason})" + (f"; {note}" if note else ""),
             returncode=returncode,
             stderr_tail=self.tail(),
         )
@@ -778,6 +825,18 @@ class StdioTransport(Transport):
             pass
         except PermissionError as exc:  # pragma: no cover
             log.warning("could not signal server %r: %s", self.name, exc)
+
+
+_EXCERPT = 120  # characters of a skipped line shown in messages
+_URL = re.compile(r"\bhttps?://")
+
+
+def _excerpt(line: bytes) -> str:
+    """The start of a line the server wrote, quoted, with control characters escaped (never a terminal's command)."""
+    text = line[: _EXCERPT * 4].decode("utf-8", "replace").rstrip("\r")
+    cut = len(text) > _EXCERPT or len(line) > _EXCERPT * 4
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:_EXCERPT])
+    return f"'{shown}'" + ("…" if cut else "")
 
 
 def _head(pieces: list[bytes]) -> bytes:

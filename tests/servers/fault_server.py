@@ -35,6 +35,13 @@ Fault modes:
                       then answers normally
 ``setsid-helper``     at start, spawn a helper in a session of its own that holds our stdout and
                       stderr (``sleep 600``), its pid to ``--pidfile PATH``; close() cannot kill it
+``finish-on-eof``     a careful server: on stdin EOF, finish the calls in flight (a ``slow`` call runs
+                      to its end unless cancelled) before exiting; ``--cancel-log PATH`` gets one line
+                      per ``notifications/cancelled`` received (the request id, as JSON)
+``banner``            write ``--banner-lines N`` (default 1) lines that are not JSON to stdout at start,
+                      then serve normally (a server that prints a banner, then speaks MCP)
+``garbage-only``      write lines that are not JSON (one with control characters) to stdout for every
+                      request, and never answer anything
 
 Modes combine (``--fault garbage --fault duplicate``). The hooks it uses are
 :meth:`DemoServer.handle`, :meth:`DemoServer.send`, :meth:`DemoServer.on_eof` and
@@ -43,6 +50,7 @@ the ``legacy``/``modern`` constructor flags.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -81,6 +89,9 @@ MODES = (
     "modern-only",
     "bad-answers",
     "setsid-helper",
+    "finish-on-eof",
+    "banner",
+    "garbage-only",
 )
 
 GARBAGE = b'this is not JSON\n[fault-server] still starting up...\n{"hello": 1}\n\n'
@@ -117,6 +128,7 @@ class FaultServer(DemoServer):
         delay: float = 2.0,
         page_size: int | None = None,
         verbose: bool = False,
+        cancel_log: str | None = None,
     ) -> None:
         super().__init__(
             page_size=page_size,
@@ -133,6 +145,7 @@ class FaultServer(DemoServer):
         self._reorder_ids: set[Any] = set()  # tools/call ids whose responses get held
         self._held: list[JSON] = []
         self._big_ids: set[Any] = set()
+        self.cancel_log = cancel_log
 
     # Incoming messages ------------------------------------------------------------
 
@@ -141,6 +154,13 @@ class FaultServer(DemoServer):
         faults = self.faults
         if "hang-all" in faults:
             return
+        if "garbage-only" in faults:
+            self.write_raw(b"Starting server...\n\x1b]52;c;Y2xpcA==\x07 not JSON either\n")
+            return
+        if self.cancel_log and isinstance(message, dict) and message.get("method") == "notifications/cancelled":
+            params = message.get("params")
+            with open(self.cancel_log, "a", encoding="utf-8") as log:
+                log.write(json.dumps(params.get("requestId") if isinstance(params, dict) else None) + "\n")
         is_request = isinstance(message, dict) and "method" in message and "id" in message
         method = message.get("method") if is_request else None
         if "legacy-silent" in faults and is_request and not self.initialized and method != "initialize":
@@ -213,9 +233,16 @@ class FaultServer(DemoServer):
         stream.flush()
 
     def on_eof(self) -> None:
-        """Stay alive after stdin EOF when a mode says so."""
+        """Stay alive after stdin EOF when a mode says so; finish what is in flight first in finish-on-eof."""
         if {"ignore-sigterm", "ignore-stdin-eof"} & self.faults:
             _sleep_forever()
+        if "finish-on-eof" in self.faults:
+            deadline = time.monotonic() + 60.0
+            while time.monotonic() < deadline:
+                with self._state_lock:
+                    if not self._calls:
+                        return
+                time.sleep(0.01)
 
     # Outgoing messages ------------------------------------------------------------
 
@@ -301,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay", type=float, default=2.0, help="slow-init: seconds to wait")
     parser.add_argument("--pidfile", default=None, help="grandchild: file to write its pid to")
     parser.add_argument("--grandchild-stdio", choices=("inherit", "devnull"), default="inherit")
+    parser.add_argument("--cancel-log", default=None, help="finish-on-eof: file to append cancelled request ids to")
+    parser.add_argument("--banner-lines", type=int, default=1, help="banner: how many lines that are not JSON")
     args = parser.parse_args(argv)
     faults = set(args.fault)
 
@@ -316,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
         _spawn_grandchild(args.pidfile, args.grandchild_stdio)
     if "setsid-helper" in faults:
         _spawn_setsid_helper(args.pidfile)
+    if "banner" in faults:
+        sys.stdout.buffer.write(b"".join(b"fault-server %d: welcome!\n" % n for n in range(args.banner_lines)))
+        sys.stdout.buffer.flush()
 
     server = FaultServer(
         faults,
@@ -325,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         delay=args.delay,
         page_size=args.page_size,
         verbose=args.verbose,
+        cancel_log=args.cancel_log,
     )
     try:
         code = server.serve()
