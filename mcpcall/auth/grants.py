@@ -55,7 +55,7 @@ from .flow import (
     fetch_protected_resource,
     new_session,
 )
-from .hooks import Refusals, connection_url, drain, emit, request_exchange
+from .hooks import IssuedHere, Refusals, connection_url, drain, emit, request_exchange
 from .identity import IssuerBinding
 from .jose import CLIENT_ASSERTION_TYPE, SigningKey, client_assertion
 from .tokens import (
@@ -288,7 +288,7 @@ def _sent_token(request: requests.PreparedRequest) -> str | None:
     return None
 
 
-class _GrantAuth(requests.auth.AuthBase):
+class _GrantAuth(IssuedHere, requests.auth.AuthBase):
     """A token for each MCP server from one grant; thread-safe; a 401 gets a token and one re-send."""
 
 
@@ -402,17 +402,6 @@ class _GrantAuth(requests.auth.AuthBase):
             self._refusals.refuse(resource, token.access_token)
         return response
 
-    def _note(self, token: Token) -> Token:
-        """Remember that ``token`` came from the token endpoint to this object (not from a store)."""
-        with self._lock:
-            self._issued[token.access_token] = None
-            while len(self._issued) > 1024:  # the oldest go first: only recent tokens are asked about
-                del self._issued[next(iter(self._issued))]
-        return token
-
-    def _issued_here(self, token: Token) -> bool:
-        with self._lock:
-            return token.access_token in self._issued
 
     # -- tokens ----------------------------------------------------------------------------------
 

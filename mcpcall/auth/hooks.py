@@ -26,8 +26,9 @@ from typing import Any
 import requests
 
 from ..transports._exchanges import Exchange, current_exchange, current_sending
+from .tokens import Token
 
-__all__ = ["MAX_CHALLENGE_BODY", "REFUSED_COOLDOWN", "Refusals", "connection_url", "drain", "emit", "request_exchange"]
+__all__ = ["MAX_CHALLENGE_BODY", "REFUSED_COOLDOWN", "IssuedHere", "Refusals", "connection_url", "drain", "emit", "request_exchange"]
 
 #: The most of a 401/403 body kept (for the error message when it is passed on); the rest is dropped.
 MAX_CHALLENGE_BODY = 64 * 1024
@@ -88,3 +89,27 @@ class Refusals:
     def forget(self, resource: str) -> None:
         with self._lock:
             self._refused.pop(resource, None)
+
+
+class IssuedHere:
+    """Mixin: the access tokens this auth object got from a token endpoint itself (the most recent 1024).
+
+    A token read from a store may be another process's (a DPoP one bound to another key);
+    only a token issued here is one a 401 says this object's flow got wrong. Uses the
+    owner's ``_lock`` (renewed in a forked child) and keeps ``_issued``.
+    """
+
+    _lock: threading.Lock
+    _issued: dict[str, None]
+
+    def _note(self, token: Token) -> Token:
+        """Remember that ``token`` came from the token endpoint to this object (not from a store)."""
+        with self._lock:
+            self._issued[token.access_token] = None
+            while len(self._issued) > 1024:  # the oldest go first: only recent tokens are asked about
+                del self._issued[next(iter(self._issued))]
+        return token
+
+    def _issued_here(self, token: Token) -> bool:
+        with self._lock:
+            return token.access_token in self._issued

@@ -53,7 +53,7 @@ from .flow import (
     probe,
     refresh_token,
 )
-from .hooks import REFUSED_COOLDOWN, Refusals, connection_url, drain, emit, request_exchange
+from .hooks import REFUSED_COOLDOWN, IssuedHere, Refusals, connection_url, drain, emit, request_exchange
 from .identity import Identities, check_client_metadata_url, check_redirect_uri
 from .pkce import new_pkce, new_state
 from .tokens import MemoryTokenStore, RefreshAborted, RefreshGate, RefreshTimeout, Token, TokenStore, fresh_locks_in_child
@@ -113,7 +113,7 @@ def _union(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*first, *second)))
 
 
-class OAuth(requests.auth.AuthBase):
+class OAuth(IssuedHere, requests.auth.AuthBase):
     """OAuth 2.1 for remote MCP servers, synchronous and thread-safe; one object may serve many threads.
 
     ``client_id``/``client_secret``: a pre-registered client. ``client_metadata_url``:
@@ -489,17 +489,6 @@ class OAuth(requests.auth.AuthBase):
             return None
         return token
 
-    def _note(self, token: Token) -> Token:
-        """Remember that ``token`` came from the token endpoint to this object (a DPoP one: for this object's key)."""
-        with self._lock:
-            self._issued[token.access_token] = None
-            while len(self._issued) > 1024:  # the oldest go first: only recent tokens are asked about
-                del self._issued[next(iter(self._issued))]
-        return token
-
-    def _issued_here(self, token: Token) -> bool:
-        with self._lock:
-            return token.access_token in self._issued
 
     def _refresh_shared(self, context: _Context, old: Token) -> Token | None:
         """Refresh ``old`` once however many threads ask; on failure keep using what is stored."""
