@@ -144,3 +144,21 @@ def test_reprs_and_messages_hide_a_key_in_the_path(server: FaultServer) -> None:
         mcpcall.connect(url, timeout=5, transport="streamable-http", protocol="legacy")
     texts += _texts(info.value, [])
     _assert_no_secret(texts)
+
+
+def test_an_auth_request_that_fails_keeps_no_foreign_context() -> None:
+    # _bounded raised AuthError(...) from None inside the except block: __context__ still held requests'
+    # ConnectionError (the URL's path and query quoted in its text, its frames, the socket).
+    from mcpcall.auth.discovery import AuthError
+    from mcpcall.auth.flow import _bounded, new_session
+
+    url = f"http://127.0.0.1:{_closed_port()}/.well-known/oauth-protected-resource/mcp/{PATH_KEY}?api_key={QUERY_KEY}"
+    session = new_session()
+    try:
+        with pytest.raises(AuthError) as info:
+            _bounded(session, "GET", url, step="discovery", timeout=5)
+    finally:
+        session.close()
+    assert info.value.__context__ is None and info.value.__cause__ is None
+    shown = "".join(traceback.format_exception(type(info.value), info.value, info.value.__traceback__))
+    assert PATH_KEY not in shown and QUERY_KEY not in shown
