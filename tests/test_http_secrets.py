@@ -162,3 +162,12 @@ def test_an_auth_request_that_fails_keeps_no_foreign_context() -> None:
     assert info.value.__context__ is None and info.value.__cause__ is None
     shown = "".join(traceback.format_exception(type(info.value), info.value, info.value.__traceback__))
     assert PATH_KEY not in shown and QUERY_KEY not in shown
+
+
+@pytest.mark.parametrize("name", ["session", "access_token", "api_key", "sig", "code"])
+def test_a_fragment_is_redacted_like_a_query(name: str) -> None:
+    # The review's "#frag=SECRETX keeps SECRETX": a fragment's parameters are judged by name exactly as a
+    # query's are ("frag" is not a secret-looking name, in a query or a fragment); secret names are hidden in both.
+    assert redact_url(f"https://h/mcp?{name}=x#{name}={QUERY_KEY}") == f"https://h/mcp?{name}=***#{name}=***"
+    assert redact_url(f"https://h/mcp#a=1&{name}={QUERY_KEY}") == f"https://h/mcp#a=1&{name}=***"
+    assert redact_url("https://h/mcp?session=x#frag=1") == "https://h/mcp?session=***#frag=1"
