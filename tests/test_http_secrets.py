@@ -144,3 +144,30 @@ def test_reprs_and_messages_hide_a_key_in_the_path(server: FaultServer) -> None:
         mcpcall.connect(url, timeout=5, transport="streamable-http", protocol="legacy")
     texts += _texts(info.value, [])
     _assert_no_secret(texts)
+
+
+def test_an_auth_request_that_fails_keeps_no_foreign_context() -> None:
+    # _bounded raised AuthError(...) from None inside the except block: __context__ still held requests'
+    # ConnectionError (the URL's path and query quoted in its text, its frames, the socket).
+    from mcpcall.auth.discovery import AuthError
+    from mcpcall.auth.flow import _bounded, new_session
+
+    url = f"http://127.0.0.1:{_closed_port()}/.well-known/oauth-protected-resource/mcp/{PATH_KEY}?api_key={QUERY_KEY}"
+    session = new_session()
+    try:
+        with pytest.raises(AuthError) as info:
+            _bounded(session, "GET", url, step="discovery", timeout=5)
+    finally:
+        session.close()
+    assert info.value.__context__ is None and info.value.__cause__ is None
+    shown = "".join(traceback.format_exception(type(info.value), info.value, info.value.__traceback__))
+    assert PATH_KEY not in shown and QUERY_KEY not in shown
+
+
+@pytest.mark.parametrize("name", ["session", "access_token", "api_key", "sig", "code"])
+def test_a_fragment_is_redacted_like_a_query(name: str) -> None:
+    # The review's "#frag=SECRETX keeps SECRETX": a fragment's parameters are judged by name exactly as a
+    # query's are ("frag" is not a secret-looking name, in a query or a fragment); secret names are hidden in both.
+    assert redact_url(f"https://h/mcp?{name}=x#{name}={QUERY_KEY}") == f"https://h/mcp?{name}=***#{name}=***"
+    assert redact_url(f"https://h/mcp#a=1&{name}={QUERY_KEY}") == f"https://h/mcp#a=1&{name}=***"
+    assert redact_url("https://h/mcp?session=x#frag=1") == "https://h/mcp?session=***#frag=1"

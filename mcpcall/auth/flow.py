@@ -157,13 +157,18 @@ def _call(
 def _bounded(
     session: requests.Session, method: str, url: str, *, step: str, timeout: float, body: bool = True, **kwargs: Any
 ) -> requests.Response:
+    # Each AuthError is raised outside the except block that caught the requests error: it keeps no
+    # __context__ (the URL quoted in the error's text, the frames, the response and its socket).
     deadline = time.monotonic() + timeout
+    failure = ""
     try:
         response = session.request(method, url, timeout=timeout, allow_redirects=False, stream=True, **kwargs)
     except requests.Timeout:
-        raise AuthError(f"{step}: {redact_url(url)} did not answer within {timeout:g} s") from None
+        failure = f"{step}: {redact_url(url)} did not answer within {timeout:g} s"
     except requests.RequestException as exc:
-        raise AuthError(f"{step}: request to {redact_url(url)} failed ({type(exc).__name__})") from None
+        failure = f"{step}: request to {redact_url(url)} failed ({type(exc).__name__})"
+    if failure:
+        raise AuthError(failure)
     if not body:
         response.close()  # its connection too: a stream (an HTTP+SSE GET) is not read, only its status and headers
         response._content = b""
@@ -181,7 +186,9 @@ def _bounded(
                     raise AuthError(f"{step}: {redact_url(url)} did not finish answering within {timeout:g} s")
                 chunks.append(chunk)
         except requests.RequestException as exc:
-            raise AuthError(f"{step}: reading from {redact_url(url)} failed ({type(exc).__name__})") from None
+            failure = f"{step}: reading from {redact_url(url)} failed ({type(exc).__name__})"
+        if failure:
+            raise AuthError(failure)
         response._content = b"".join(chunks)  # what requests itself does when it reads a body
     return response
 

@@ -260,7 +260,7 @@ def _value(text: str, kind: str, prop: Mapping[str, Any], choices: list[tuple[An
         for key, word, bad in (("minItems", "at least", len(picked) < _int(prop.get("minItems"), 0)),
                                ("maxItems", "at most", len(picked) > _int(prop.get("maxItems"), len(many)))):
             if bad:
-                raise ValueError(f"pick {word} {prop[key]}")
+                raise ValueError(f"pick {word} {printable(str(prop[key]))}")
         return picked
     if choices is not None:
         return _pick(text, choices)

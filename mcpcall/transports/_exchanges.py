@@ -18,8 +18,7 @@ that refreshes a token in the middle of a request): a ``requests`` session
 given :func:`track_session` records its sockets in the thread's current
 exchange (:func:`current_exchange`), so the request's deadline, its cancel
 and ``close()`` stop that nested traffic too, connect included; its
-:attr:`Exchange.aborted` event ends any wait, and :attr:`Exchange.deadline`
-says how long the request may still take.
+:attr:`Exchange.aborted` event ends any wait.
 """
 
 from __future__ import annotations
@@ -52,16 +51,14 @@ def _shut(sock: Any) -> None:
 class Exchange:
     """One request's HTTP traffic; ``abort()`` is safe from any thread, any time, more than once."""
 
-    __slots__ = ("_on_abort", "_outer", "_sockets", "aborted", "connected", "deadline", "label")
+    __slots__ = ("_on_abort", "_outer", "_sockets", "aborted", "connected", "label")
 
-    def __init__(self, label: Any = None, deadline: float = math.inf) -> None:
+    def __init__(self, label: Any = None) -> None:
         self.label = label
         #: Set by :meth:`abort`; waits between attempts use it to end early.
         self.aborted = threading.Event()
         #: True once one of its sockets was connected (TCP, and TLS for https): the server was reached.
         self.connected = False
-        #: The monotonic time by which the exchange is aborted (``math.inf``: none known here).
-        self.deadline = deadline
         self._sockets: list[Any] = []
         self._on_abort: list[Callable[[], None]] = []
         self._outer: Exchange | None = None  # the thread's exchange around this one (a reply POSTed by a worker)

@@ -471,8 +471,6 @@ class HTTPBase(Transport):
             if self._closing.is_set():
                 raise ConnectionClosed(f"client for server {self.name!r} is closed")
             self._active.add(exchange)
-        if seconds != math.inf:
-            exchange.deadline = time.monotonic() + seconds
         timer = get_scheduler().schedule(seconds, exchange.abort) if seconds != math.inf else None
         error: BaseException | None = None
         try:

@@ -52,6 +52,8 @@ MAX_RETRY_SECONDS = 30.0
 _LINGER_SECONDS = 0.05
 _LISTEN_MAX_DELAY = 30.0
 _DELETE_SECONDS = 2.0
+#: How long connect() waits at most for a legacy session's GET stream to open (never past its deadline).
+GET_OPEN_WAIT = 2.0
 
 
 def _retry_seconds(retry_ms: int | None) -> float:
@@ -175,11 +177,15 @@ class HTTPTransport(HTTPBase):
         started = time.monotonic()
         self.acknowledged(Job(message, data, headers, None), timeout, self._post_now)
         if message.get("method") == "notifications/initialized" and self.era == "legacy":
-            # Connecting ends once the GET stream is open or refused (within what is left of ``timeout``).
+            # Connecting ends once the GET stream is open or refused, or after a short wait (never past
+            # ``timeout``, which may be math.inf): a server or proxy that holds the SSE headers back until
+            # the first event must not make every connect take its whole deadline.
             ready = self._start_listener()
             left = (ACK_TIMEOUT if timeout is None else timeout) - (time.monotonic() - started)
-            if not ready.wait(max(0.0, left)):
-                log.debug("server %r: the GET stream did not open within the connect deadline", self.name)
+            wait = min(GET_OPEN_WAIT, max(0.0, left))
+            if not ready.wait(wait) and not self._closing.is_set():
+                log.info("server %r: the GET stream did not answer within %.3g s; connecting without waiting for it "
+                         "(requests the server sends before it opens may be lost)", self.name, wait)
 
     def _post_now(self, job: Job) -> None:
         what = job.method
@@ -412,6 +418,9 @@ class HTTPTransport(HTTPBase):
             finally:
                 timer.cancel()
         self._closing.set()
+        with self._lock:
+            ready = self._listen_ready
+        ready.set()  # a connect() waiting for the GET stream waits no longer (also an event no listener will set)
         self._listen_exchange.abort()
         self._stop_workers()
         if self._listener is not None and self._listener is not threading.current_thread():
