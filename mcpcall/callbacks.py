@@ -32,8 +32,9 @@ without limit). There are two ways in:
   this thread: logging handlers are user code).
 
 :meth:`CallbackRunner.log` emits a log record from any thread: at once on a
-caller's or this thread, handed over when the current thread is one of
-mcpcall's I/O or scheduler threads (``mcpcall-*``), which never run user code.
+caller's or this thread, offered (droppable, like a notification) when the
+current thread is one of mcpcall's I/O or scheduler threads (``mcpcall-*``),
+which never run user code.
 """
 
 from __future__ import annotations
@@ -113,13 +114,14 @@ class CallbackRunner:
             self._put((fn, args))
         return True
 
-    def offer(self, fn: Callable[..., Any], *args: Any, key: Any = None) -> bool:
+    def offer(self, fn: Callable[..., Any], *args: Any, key: Any = None, what: str = "notifications dropped") -> bool:
         """Run ``fn(*args)`` on the callbacks thread unless too much is waiting already.
 
         With ``key`` (hashable, from a small set the client controls): replaces the
         arguments of the entry queued under ``key`` and not yet run, if any, else
         queues one. Without: dropped (and counted) when ``max_queued`` such entries
-        wait. Returns False when dropped or after close().
+        wait, counted under ``what`` in the drop warning. Returns False when
+        dropped or after close().
         """
         with self._lock:
             if self._closed:
@@ -131,7 +133,7 @@ class CallbackRunner:
                     return True
                 self._keyed[key] = item = _Offer(fn, args, key)
             elif self._offered >= self.max_queued:
-                self._count_drop("notifications dropped")
+                self._count_drop(what)
                 return False
             else:
                 self._offered += 1
@@ -169,9 +171,12 @@ class CallbackRunner:
     def log(self, logger: logging.Logger, level: int, msg: str, *args: Any, exc_info: bool = False) -> None:
         """``logger.log(level, msg, *args)``, never on an mcpcall I/O or scheduler thread.
 
-        There it is handed to the callbacks thread (logging handlers are user code);
-        nothing is queued when ``level`` is off for ``logger``, and nothing is emitted
-        from an I/O thread after close(). ``exc_info``: the exception being handled.
+        There it is handed to the callbacks thread (logging handlers are user code)
+        as a droppable entry (:meth:`offer`): an I/O thread logs about what a server
+        sends, so a flood of records is bounded like a flood of notifications, and
+        what is dropped is counted in the same warning. Nothing is queued when
+        ``level`` is off for ``logger``, and nothing is emitted from an I/O thread
+        after close(). ``exc_info``: the exception being handled.
         """
         if not logger.isEnabledFor(level):
             return
@@ -179,7 +184,7 @@ class CallbackRunner:
         if not on_io_thread():
             logger.log(level, msg, *args, exc_info=info)
             return
-        self.submit(self._emit, logger, level, msg, args, info)
+        self.offer(self._emit, logger, level, msg, args, info, what="log records dropped")
 
     @staticmethod
     def _emit(logger: logging.Logger, level: int, msg: str, args: tuple[Any, ...], info: Any) -> None:
