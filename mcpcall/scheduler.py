@@ -9,6 +9,14 @@ Future, queue a cancel notice, shut a socket) and hand any other work off.
 User code never runs here: a Future's done-callbacks go to its client's
 callbacks thread.
 
+A callback that raises is a bug in mcpcall; its record is not emitted here
+(logging handlers are user code, and may be slow): it is kept in a small
+bounded buffer (:data:`MAX_DEFERRED_RECORDS`, the oldest dropped and counted)
+and emitted by the next :meth:`Scheduler.schedule` made on a thread that may
+run user code (a caller's or a callbacks thread; every request with a timeout
+schedules one), or by :meth:`Scheduler.flush_records`. Nothing on the
+scheduler thread waits for it.
+
 Cancelled entries stay in the heap until they surface or until they outnumber
 the live ones, when the heap is rebuilt; so a million short requests with long
 timeouts do not pile up a million dead entries.
@@ -20,13 +28,23 @@ import heapq
 import itertools
 import logging
 import os
+import sys
 import threading
 import time
-from typing import Callable
+from collections import deque
+from types import TracebackType
+from typing import Callable, Optional
 
-__all__ = ["Deadline", "Scheduler", "get_scheduler"]
+from .callbacks import on_io_thread
+
+__all__ = ["MAX_DEFERRED_RECORDS", "Deadline", "Scheduler", "get_scheduler"]
 
 log = logging.getLogger("mcpcall.scheduler")
+
+#: How many records of failed scheduled callbacks wait to be emitted off the scheduler thread.
+MAX_DEFERRED_RECORDS = 16
+
+_ExcInfo = tuple[type[BaseException], BaseException, Optional[TracebackType]]
 
 
 class Deadline:
@@ -60,9 +78,13 @@ class Scheduler:
         self._seq = itertools.count()
         self._dead = 0
         self._thread: threading.Thread | None = None
+        self._records: deque[_ExcInfo] = deque(maxlen=MAX_DEFERRED_RECORDS)  # failures not yet logged
+        self._records_dropped = 0
 
     def schedule(self, delay: float, callback: Callable[[], None]) -> Deadline:
         """Run ``callback`` on the scheduler thread ``delay`` seconds from now."""
+        if self._records and not on_io_thread():
+            self.flush_records()
         entry = Deadline(time.monotonic() + delay, next(self._seq), callback, self)
         with self._cond:
             heap = self._heap
@@ -116,8 +138,30 @@ class Scheduler:
                     heap = self._heap
             try:
                 callback()
-            except BaseException:  # the one thread every client's deadlines need must not die
-                log.exception("a scheduled callback failed")
+            except BaseException:  # noqa: BLE001 - the one thread every client's deadlines need must not die
+                self._keep_record()
+
+    def _keep_record(self) -> None:
+        """On the scheduler thread: keep the exception being handled for :meth:`flush_records`; never blocks."""
+        kind, exc, tb = sys.exc_info()
+        if kind is None or exc is None:
+            return
+        with self._cond:
+            records = self._records
+            if len(records) == records.maxlen:
+                self._records_dropped += 1
+            records.append((kind, exc, tb))
+
+    def flush_records(self) -> None:
+        """Log the failures of scheduled callbacks kept so far (on the calling thread: not the scheduler's)."""
+        with self._cond:
+            records = list(self._records)
+            self._records.clear()
+            dropped, self._records_dropped = self._records_dropped, 0
+        for info in records:
+            log.error("a scheduled callback failed", exc_info=info)
+        if dropped:
+            log.error("%d more scheduled callbacks failed (not kept)", dropped)
 
 
 _scheduler = Scheduler()
