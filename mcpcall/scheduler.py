@@ -10,12 +10,9 @@ User code never runs here: a Future's done-callbacks go to its client's
 callbacks thread.
 
 A callback that raises is a bug in mcpcall; its record is not emitted here
-(logging handlers are user code, and may be slow): it is kept in a small
-bounded buffer (:data:`MAX_DEFERRED_RECORDS`, the oldest dropped and counted)
-and emitted by the next :meth:`Scheduler.schedule` made on a thread that may
-run user code (a caller's or a callbacks thread; every request with a timeout
-schedules one), or by :meth:`Scheduler.flush_records`. Nothing on the
-scheduler thread waits for it.
+(logging handlers are user code, and may be slow or re-enter a client): it
+goes to :func:`~mcpcall.callbacks.log_later`, a small bounded buffer that the
+next callbacks thread to run anything emits. Nothing here waits for it.
 
 Cancelled entries stay in the heap until they surface or until they outnumber
 the live ones, when the heap is rebuilt; so a million short requests with long
@@ -28,23 +25,15 @@ import heapq
 import itertools
 import logging
 import os
-import sys
 import threading
 import time
-from collections import deque
-from types import TracebackType
-from typing import Callable, Optional
+from typing import Callable
 
-from .callbacks import on_io_thread
+from .callbacks import log_later
 
-__all__ = ["MAX_DEFERRED_RECORDS", "Deadline", "Scheduler", "get_scheduler"]
+__all__ = ["Deadline", "Scheduler", "get_scheduler"]
 
 log = logging.getLogger("mcpcall.scheduler")
-
-#: How many records of failed scheduled callbacks wait to be emitted off the scheduler thread.
-MAX_DEFERRED_RECORDS = 16
-
-_ExcInfo = tuple[type[BaseException], BaseException, Optional[TracebackType]]
 
 
 class Deadline:
@@ -78,13 +67,9 @@ class Scheduler:
         self._seq = itertools.count()
         self._dead = 0
         self._thread: threading.Thread | None = None
-        self._records: deque[_ExcInfo] = deque(maxlen=MAX_DEFERRED_RECORDS)  # failures not yet logged
-        self._records_dropped = 0
 
     def schedule(self, delay: float, callback: Callable[[], None]) -> Deadline:
         """Run ``callback`` on the scheduler thread ``delay`` seconds from now."""
-        if self._records and not on_io_thread():
-            self.flush_records()
         entry = Deadline(time.monotonic() + delay, next(self._seq), callback, self)
         with self._cond:
             heap = self._heap
@@ -139,29 +124,7 @@ class Scheduler:
             try:
                 callback()
             except BaseException:  # noqa: BLE001 - the one thread every client's deadlines need must not die
-                self._keep_record()
-
-    def _keep_record(self) -> None:
-        """On the scheduler thread: keep the exception being handled for :meth:`flush_records`; never blocks."""
-        kind, exc, tb = sys.exc_info()
-        if kind is None or exc is None:
-            return
-        with self._cond:
-            records = self._records
-            if len(records) == records.maxlen:
-                self._records_dropped += 1
-            records.append((kind, exc, tb))
-
-    def flush_records(self) -> None:
-        """Log the failures of scheduled callbacks kept so far (on the calling thread: not the scheduler's)."""
-        with self._cond:
-            records = list(self._records)
-            self._records.clear()
-            dropped, self._records_dropped = self._records_dropped, 0
-        for info in records:
-            log.error("a scheduled callback failed", exc_info=info)
-        if dropped:
-            log.error("%d more scheduled callbacks failed (not kept)", dropped)
+                log_later(log, logging.ERROR, "a scheduled callback failed", exc_info=True)
 
 
 _scheduler = Scheduler()
