@@ -32,22 +32,32 @@ without limit). There are two ways in:
   this thread: logging handlers are user code).
 
 :meth:`CallbackRunner.log` emits a log record from any thread: at once on a
-caller's or this thread, handed over when the current thread is one of
-mcpcall's I/O or scheduler threads (``mcpcall-*``), which never run user code.
+caller's or this thread, offered (droppable, like a notification) when the
+current thread is one of mcpcall's I/O or scheduler threads (``mcpcall-*``),
+which never run user code.
+
+:func:`log_later` is for the one thread that serves every client (the
+scheduler), which has no client to hand a record to and must never wait: the
+record is kept in a small process-wide buffer (:data:`MAX_DEFERRED_RECORDS`;
+past that the oldest go, counted) and emitted by whichever callbacks thread
+next runs something, between two callbacks (holding no lock of mcpcall's), or
+by :func:`flush_deferred`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
 import sys
 import threading
+from collections import deque
 from concurrent.futures import Future
 from time import monotonic
 from typing import Any, Callable
 
-__all__ = ["DEFAULT_MAX_QUEUED", "CallbackRunner", "on_io_thread"]
+__all__ = ["DEFAULT_MAX_QUEUED", "MAX_DEFERRED_RECORDS", "CallbackRunner", "flush_deferred", "log_later", "on_io_thread"]
 
 log = logging.getLogger("mcpcall.callbacks")
 
@@ -57,6 +67,52 @@ _WAKE = object()
 DEFAULT_MAX_QUEUED = 1000
 
 _CALLBACKS_PREFIX = "mcpcall-callbacks-"
+
+#: How many records of :func:`log_later` wait for a callbacks thread at a time.
+MAX_DEFERRED_RECORDS = 16
+
+_deferred: deque[tuple[logging.Logger, int, str, tuple[Any, ...], Any]] = deque(maxlen=MAX_DEFERRED_RECORDS)
+_deferred_lock = threading.Lock()
+_deferred_lost = 0
+
+
+def log_later(logger: logging.Logger, level: int, msg: str, *args: Any, exc_info: bool = False) -> None:
+    """Keep a record for the next callbacks thread to emit; never blocks (for the scheduler thread).
+
+    ``exc_info``: the exception being handled. Past :data:`MAX_DEFERRED_RECORDS`
+    waiting, the oldest is dropped and counted.
+    """
+    global _deferred_lost
+    if not logger.isEnabledFor(level):
+        return
+    info = sys.exc_info() if exc_info else None
+    with _deferred_lock:
+        if len(_deferred) == MAX_DEFERRED_RECORDS:
+            _deferred_lost += 1
+        _deferred.append((logger, level, msg, args, info))
+
+
+def flush_deferred() -> None:
+    """Emit the records :func:`log_later` kept, here (a thread that may run user code, holding no mcpcall lock)."""
+    global _deferred_lost
+    with _deferred_lock:
+        records = list(_deferred)
+        _deferred.clear()
+        lost, _deferred_lost = _deferred_lost, 0
+    for logger, level, msg, args, info in records:
+        logger.log(level, msg, *args, exc_info=info)
+    if lost:
+        log.error("%d more records from mcpcall's scheduler thread were dropped (too many at once)", lost)
+
+
+def _forget_deferred() -> None:  # a forked child does not emit its parent's records
+    global _deferred_lost
+    _deferred.clear()
+    _deferred_lost = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_deferred)
 
 
 def on_io_thread() -> bool:
@@ -113,13 +169,14 @@ class CallbackRunner:
             self._put((fn, args))
         return True
 
-    def offer(self, fn: Callable[..., Any], *args: Any, key: Any = None) -> bool:
+    def offer(self, fn: Callable[..., Any], *args: Any, key: Any = None, what: str = "notifications dropped") -> bool:
         """Run ``fn(*args)`` on the callbacks thread unless too much is waiting already.
 
         With ``key`` (hashable, from a small set the client controls): replaces the
         arguments of the entry queued under ``key`` and not yet run, if any, else
         queues one. Without: dropped (and counted) when ``max_queued`` such entries
-        wait. Returns False when dropped or after close().
+        wait, counted under ``what`` in the drop warning. Returns False when
+        dropped or after close().
         """
         with self._lock:
             if self._closed:
@@ -131,7 +188,7 @@ class CallbackRunner:
                     return True
                 self._keyed[key] = item = _Offer(fn, args, key)
             elif self._offered >= self.max_queued:
-                self._count_drop("notifications dropped")
+                self._count_drop(what)
                 return False
             else:
                 self._offered += 1
@@ -169,9 +226,12 @@ class CallbackRunner:
     def log(self, logger: logging.Logger, level: int, msg: str, *args: Any, exc_info: bool = False) -> None:
         """``logger.log(level, msg, *args)``, never on an mcpcall I/O or scheduler thread.
 
-        There it is handed to the callbacks thread (logging handlers are user code);
-        nothing is queued when ``level`` is off for ``logger``, and nothing is emitted
-        from an I/O thread after close(). ``exc_info``: the exception being handled.
+        There it is handed to the callbacks thread (logging handlers are user code)
+        as a droppable entry (:meth:`offer`): an I/O thread logs about what a server
+        sends, so a flood of records is bounded like a flood of notifications, and
+        what is dropped is counted in the same warning. Nothing is queued when
+        ``level`` is off for ``logger``, and nothing is emitted from an I/O thread
+        after close(). ``exc_info``: the exception being handled.
         """
         if not logger.isEnabledFor(level):
             return
@@ -179,7 +239,7 @@ class CallbackRunner:
         if not on_io_thread():
             logger.log(level, msg, *args, exc_info=info)
             return
-        self.submit(self._emit, logger, level, msg, args, info)
+        self.offer(self._emit, logger, level, msg, args, info, what="log records dropped")
 
     @staticmethod
     def _emit(logger: logging.Logger, level: int, msg: str, args: tuple[Any, ...], info: Any) -> None:
@@ -190,6 +250,8 @@ class CallbackRunner:
         return threading.current_thread() is self._thread
 
     def _call(self, item: Any) -> None:
+        if _deferred:  # records kept for any callbacks thread (log_later): between two callbacks, no lock held
+            flush_deferred()
         if item.__class__ is _Offer:
             with self._lock:  # taken: later offers under its key queue a new entry
                 fn, args = item.fn, item.args

@@ -39,7 +39,7 @@ from .jsonrpc import (
 from .scheduler import Deadline, get_scheduler
 from .transports.base import Transport
 
-__all__ = ["CONTINUED", "Dispatcher", "ProgressCallback", "RequestFuture"]
+__all__ = ["CONTINUED", "WARNINGS_PER_KIND", "Dispatcher", "ProgressCallback", "RequestFuture"]
 
 log = logging.getLogger("mcpcall.dispatcher")
 
@@ -48,6 +48,10 @@ ProgressCallback = Callable[[float, Optional[float], Optional[str]], None]
 Transform = Callable[[dict[str, Any], "RequestFuture"], Any]
 #: ``on_error(exc, future)``: CONTINUED to take over (a retry), else None.
 ErrorHook = Callable[[BaseException, "RequestFuture"], Any]
+
+#: How many warnings of one kind (a transport's ``on_warning(text, kind)``) a connection logs as warnings;
+#: the rest of that kind go to debug level. A server repeating one fault must not flood the logs.
+WARNINGS_PER_KIND = 10
 
 #: Returned by a transform or error hook that has taken over completing the Future itself.
 CONTINUED = object()
@@ -231,6 +235,7 @@ class Dispatcher:
         # That is one float per request instead of a heap entry per request.
         self._armed_at = math.inf
         self._armed: Deadline | None = None
+        self._warned: dict[str, int] = {}  # on_warning's count by kind (under _lock)
 
     # -- sending ---------------------------------------------------------------
 
@@ -649,8 +654,19 @@ class Dispatcher:
         if isinstance(error, ProtocolError):
             self.fail_pending(error)
 
-    def on_warning(self, text: str) -> None:
-        """Log ``text`` as a warning from the callbacks thread (logging handlers are user code)."""
+    def on_warning(self, text: str, kind: str = "") -> None:
+        """Log ``text`` as a warning, away from an I/O thread (logging handlers are user code).
+
+        The one rule for every transport: the first :data:`WARNINGS_PER_KIND` of a
+        ``kind`` are warnings (the last of them says so), the rest debug records.
+        """
+        with self._lock:
+            count = self._warned[kind] = self._warned.get(kind, 0) + 1
+        if count > WARNINGS_PER_KIND:
+            self.log(logging.DEBUG, "%s", text)
+            return
+        if count == WARNINGS_PER_KIND:
+            text += " (further warnings of this kind are logged at debug level)"
         self.log(logging.WARNING, "%s", text)
 
     def on_close(self, error: BaseException) -> None:

@@ -9,6 +9,11 @@ Future, queue a cancel notice, shut a socket) and hand any other work off.
 User code never runs here: a Future's done-callbacks go to its client's
 callbacks thread.
 
+A callback that raises is a bug in mcpcall; its record is not emitted here
+(logging handlers are user code, and may be slow or re-enter a client): it
+goes to :func:`~mcpcall.callbacks.log_later`, a small bounded buffer that the
+next callbacks thread to run anything emits. Nothing here waits for it.
+
 Cancelled entries stay in the heap until they surface or until they outnumber
 the live ones, when the heap is rebuilt; so a million short requests with long
 timeouts do not pile up a million dead entries.
@@ -23,6 +28,8 @@ import os
 import threading
 import time
 from typing import Callable
+
+from .callbacks import log_later
 
 __all__ = ["Deadline", "Scheduler", "get_scheduler"]
 
@@ -116,8 +123,8 @@ class Scheduler:
                     heap = self._heap
             try:
                 callback()
-            except BaseException:  # the one thread every client's deadlines need must not die
-                log.exception("a scheduled callback failed")
+            except BaseException:  # noqa: BLE001 - the one thread every client's deadlines need must not die
+                log_later(log, logging.ERROR, "a scheduled callback failed", exc_info=True)
 
 
 _scheduler = Scheduler()

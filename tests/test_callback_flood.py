@@ -229,3 +229,79 @@ def test_a_flood_of_server_requests_is_answered_every_one_and_the_excess_refused
     # Waiting behind the first handler, plus what was still in the 64-message pipe when the flood was sent.
     assert len(answered) + len(refused) == n and len(answered) <= MAX_WAITING_REQUESTS + 64 + 1
     assert any("server requests refused" in r.getMessage() for r in records.records)
+
+
+class UnknownProgress(FloodServer):
+    """A server whose ``flood`` tool sends ``n`` progress notifications for a token nobody gave it."""
+
+    def __call__(self, m: Msg, reply: Reply) -> None:
+        if m.get("method") == "tools/call":
+            for i in range(self.n):
+                reply({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "nope", "progress": i}})
+            self.sent_all.set()
+            reply({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": "done"}]}})
+            return
+        super().__call__(m, reply)
+
+
+def test_log_records_from_the_reader_are_bounded_behind_a_blocked_callbacks_thread(records: Records) -> None:
+    # The reader logs one debug record per unknown-token progress; each was queued for the
+    # callbacks thread and never dropped: 50,000 waited (the bound is 1000).
+    server = UnknownProgress(50_000)
+    with Client(piped_transport(server), protocol="legacy") as client:
+        client.connect()
+        callbacks = client._connection.callbacks  # type: ignore[attr-defined]
+        blocked = threading.Event()
+        callbacks.submit(blocked.wait, 30)  # the callbacks thread is busy for the whole flood
+        future = client.call_tool_future("flood", {})
+        assert server.sent_all.wait(30)
+        assert wait_until(future.done, 30)  # the answer came after the flood: the reader has handled all of it
+        queued = callbacks.queued()
+        blocked.set()
+        assert future.result(30).text == "done"
+        client.close()
+    assert queued <= callbacks.max_queued + 10, queued
+    unknown = [r for r in records.records if "progress for unknown token" in r.getMessage()]
+    assert 0 < len(unknown) <= callbacks.max_queued
+    drops = [r.getMessage() for r in records.records if r.name == "mcpcall.callbacks" and "log records dropped" in r.getMessage()]
+    assert drops
+
+
+BAD_EVENTS = 300
+
+
+@pytest.mark.parametrize("kind", ["streamable-http", "sse"])
+def test_a_flood_of_bad_sse_events_over_http_yields_a_bounded_number_of_warnings(records: Records, kind: str) -> None:
+    # Every SSE event that was not JSON was a warning of its own (stdio capped its own; HTTP did not).
+    from mcpcall import connect
+    from mcpcall.dispatcher import WARNINGS_PER_KIND
+    from tests.servers.http_fault_server import FaultServer, Reply, sse_event
+
+    server = FaultServer().start()
+    try:
+        server.modern = False
+        if kind == "streamable-http":
+            def body(message: Msg) -> bytes:
+                answer = server.answer(message)
+                return b"".join(sse_event(f"not json {i}") for i in range(BAD_EVENTS)) + sse_event(answer)
+
+            server.fail["echo"] = Reply(200, body, "text/event-stream")
+            url = server.url
+        else:
+            url = server.origin + "/sse"
+        with connect(url, timeout=10) as client:
+            if kind == "sse":
+                with server._lock:
+                    streams = list(server._sse_queues.values())
+                for stream in streams:
+                    for i in range(BAD_EVENTS):
+                        stream.put(f"not json {i}")  # type: ignore[arg-type]
+            assert client.call_tool("echo", {"message": "hi"}, timeout=10).text == "hi"
+            client.close()  # runs what is queued
+    finally:
+        server.stop()
+    bad = [r for r in records.records if "is not JSON; skipped" in r.getMessage()]
+    warnings = [r for r in bad if r.levelno == logging.WARNING]
+    assert len(bad) == BAD_EVENTS  # each one is still logged (at debug past the cap)
+    assert len(warnings) == WARNINGS_PER_KIND, len(warnings)
+    assert "further warnings of this kind are logged at debug level" in warnings[-1].getMessage()

@@ -120,3 +120,75 @@ def test_subscriptions_ending_log_on_no_io_thread(where: Where, fate: list[str])
         if fate != ["graceful"]:
             assert any("listening again in" in s[2] for s in where.seen)
     assert where.on_io_threads() == []
+
+
+def test_a_malformed_token_file_read_over_http_logs_on_no_io_thread(where: Where, tmp_path: Any) -> None:
+    # FileTokenStore warned about a broken file on the HTTP worker that read it (every request).
+    import requests
+
+    from mcpcall.auth.tokens import FileTokenStore
+
+    class StoredBearer(requests.auth.AuthBase):
+        """An auth hook that looks its token up in a FileTokenStore on each request (as OAuth does)."""
+
+        def __init__(self, store: FileTokenStore) -> None:
+            self.store = store
+
+        def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
+            token = self.store.get("https://issuer.example", "https://resource.example")
+            assert token is None
+            return r
+
+    path = tmp_path / "tokens.json"
+    path.write_text('{"tokens": [{"bad": 1}]}')  # valid JSON, one malformed entry
+    path.chmod(0o600)
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    broken.chmod(0o600)
+    auth = StoredBearer(FileTokenStore(str(path)))
+    server = FaultServer().start()
+    try:
+        with mcpcall.connect(server.url, auth=auth, timeout=10) as c:
+            assert c.call_tool("echo", {"message": "hi"}).text == "hi"
+            auth.store = FileTokenStore(str(broken))
+            assert c.call_tool("echo", {"message": "hi"}).text == "hi"
+    finally:
+        server.stop()
+    assert any("ignored 1 malformed entr" in s[2] for s in where.seen)
+    assert any("is not a valid token file" in s[2] for s in where.seen)
+    assert where.on_io_threads() == []
+
+
+def test_a_stderr_callback_that_raises_logs_on_no_io_thread(where: Where) -> None:
+    def broken(line: str) -> None:
+        raise RuntimeError("callback broke")
+
+    with mcpcall.connect(fault_argv("crash-on-call"), stderr=broken, **FAST) as c:  # type: ignore[arg-type]
+        with pytest.raises(ConnectionClosed):
+            c.call_tool("echo", {"message": "x"})
+        assert wait_until(lambda: any("stderr callback" in s[2] for s in where.seen), 10)
+    assert where.on_io_threads() == []
+
+
+def test_a_scheduled_callback_that_raises_is_logged_off_the_scheduler_thread(where: Where) -> None:
+    from mcpcall.callbacks import CallbackRunner
+    from mcpcall.scheduler import get_scheduler
+
+    scheduler = get_scheduler()  # the process-wide one (a thread of one's own would outlive the test)
+    fired = threading.Event()
+
+    def broken() -> None:
+        fired.set()
+        raise RuntimeError("scheduled callback broke")
+
+    after = threading.Event()
+    scheduler.schedule(0, broken)
+    scheduler.schedule(0, after.set)  # runs once the failure was handled
+    assert after.wait(10) and fired.is_set()
+    assert not any("scheduled callback failed" in s[2] for s in where.seen)  # kept, not emitted there
+    runner = CallbackRunner("sched-test")  # the next callbacks thread to run anything emits it
+    runner.submit(lambda: None)
+    runner.close()
+    failed = [s for s in where.seen if "scheduled callback failed" in s[2]]
+    assert failed and failed[0][0] == "mcpcall-callbacks-sched-test"
+    assert where.on_io_threads() == []

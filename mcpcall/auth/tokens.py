@@ -33,6 +33,8 @@ from typing import Any, Callable, Protocol, TypeVar
 
 from mcpcall.errors import MCPError, ProtocolError
 
+from .hooks import emit  # read inside an HTTP worker's send: the record goes out on the callbacks thread
+
 if sys.platform != "win32":
     import fcntl
 
@@ -430,7 +432,7 @@ class FileTokenStore:
             if not isinstance(entries, list):
                 raise TypeError
         except (ValueError, KeyError, TypeError):
-            log.warning("token store %s is not a valid token file; treating it as empty", self.path)
+            emit(log, logging.WARNING, "token store %s is not a valid token file; treating it as empty", self.path)
             return {}
         tokens: dict[tuple[str, str], Token] = {}
         skipped = 0
@@ -442,7 +444,7 @@ class FileTokenStore:
                 continue
             tokens[(token.issuer, token.resource)] = token
         if skipped:
-            log.warning("token store %s: ignored %d malformed entr(y/ies)", self.path, skipped)
+            emit(log, logging.WARNING, "token store %s: ignored %d malformed entr(y/ies)", self.path, skipped)
         return tokens
 
     def _read_clients(self) -> dict[str, list[dict[str, str]]]:

@@ -31,8 +31,12 @@ class Receiver(Protocol):
     def on_bad_message(self, error: BaseException, request_id: RequestId | None) -> None:
         """Something unusable arrived; ``request_id`` names the request it answered, if known."""
 
-    def on_warning(self, text: str) -> None:
-        """Something worth a warning happened; logged away from the I/O thread that saw it."""
+    def on_warning(self, text: str, kind: str = "") -> None:
+        """Something worth a warning happened; logged away from the I/O thread that saw it.
+
+        ``kind`` names the fault: only the first few of each kind are warnings (the
+        receiver keeps that count, for every transport), the rest debug records.
+        """
 
     def log(self, level: int, fmt: str, *args: Any, logger: str = "") -> None:
         """Log a record away from the I/O thread that saw it (logging handlers are user code).

@@ -325,7 +325,8 @@ class HTTPTransport(HTTPBase):
                     message = jsonrpc.decode(event.data)
                 except ProtocolError as exc:
                     if self._receiver is not None:
-                        self._receiver.on_warning(f"server {self.name!r} sent an SSE event that is not JSON; skipped: {exc}")
+                        self._receiver.on_warning(f"server {self.name!r} sent an SSE event that is not JSON; skipped: {exc}",
+                                                 kind="sse-not-json")
                     continue
                 self._deliver(message)
                 if (

@@ -123,7 +123,8 @@ class SSETransport(HTTPBase):
                     self._deliver(jsonrpc.decode(event.data))
                 except ProtocolError as exc:
                     if self._receiver is not None:
-                        self._receiver.on_warning(f"server {self.name!r} sent an SSE event that is not JSON; skipped: {exc}")
+                        self._receiver.on_warning(f"server {self.name!r} sent an SSE event that is not JSON; skipped: {exc}",
+                                                 kind="sse-not-json")
         except ProtocolError:
             if self.endpoint is None:
                 raise

@@ -55,7 +55,6 @@ STDERR_TAIL_LINES = 40
 _STDERR_LINE_LIMIT = 64 * 1024
 _CHUNK = 1 << 16  # under malloc's mmap threshold: a larger read buffer costs an mmap and page faults per read
 _PEEK = 4096
-_WARNINGS_PER_KIND = 10  # then the rest of that kind goes to debug only
 _EXIT_GRACE = 0.2  # after the server exits, how long stdout may stay quiet before it counts as closed
 _TERMINATE_GRACE = 0.5  # terminate(): how long SIGTERM has before SIGKILL
 _EXIT_PEEK = 0.1  # a write found the pipe broken: how long to wait for the exit status that explains it
@@ -154,7 +153,6 @@ class StdioTransport(Transport):
         self._closed = False
         self._close_lock = threading.Lock()
         self._gone: ConnectionClosed | None = None
-        self._warned: collections.Counter[str] = collections.Counter()
         # Lines of stdout that were no JSON-RPC message (a banner, logs, another program's output):
         # how many, the first and the latest (escaped excerpts), and whether the server ever spoke JSON-RPC.
         self._skipped = 0
@@ -339,14 +337,10 @@ class StdioTransport(Transport):
     # -- reading -----------------------------------------------------------------
 
     def _warn(self, kind: str, text: str) -> None:
-        """A warning about what the server sent: logged from the callbacks thread, a few per kind."""
-        self._warned[kind] += 1
-        count = self._warned[kind]
+        """A warning about what the server sent: the receiver logs it off this thread, a few per kind."""
         receiver = self._receiver
-        if count <= _WARNINGS_PER_KIND and receiver is not None:
-            if count == _WARNINGS_PER_KIND:
-                text += " (further warnings of this kind are logged at debug level)"
-            receiver.on_warning(text)
+        if receiver is not None:
+            receiver.on_warning(text, kind=kind)
         else:
             self._log(logging.DEBUG, "%s", text)
 
