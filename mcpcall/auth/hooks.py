@@ -21,12 +21,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 
 from ..transports._exchanges import Exchange, current_exchange, current_sending
-from .tokens import Token
+
+if TYPE_CHECKING:  # tokens.py logs through emit() here: no import of it at run time
+    from .tokens import Token
 
 __all__ = ["MAX_CHALLENGE_BODY", "REFUSED_COOLDOWN", "IssuedHere", "Refusals", "connection_url", "drain", "emit", "request_exchange"]
 
