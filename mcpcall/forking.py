@@ -29,12 +29,12 @@ from .errors import ForkedClient
 
 __all__ = ["Owned", "forked_message", "on_fork_in_child"]
 
-#: owner -> its hook. The owner is held weakly, and so is a hook that is a method of the owner: an
-#: entry must never keep its own key alive (a bound method holds its object), or every object that
-#: ever registered (with all it refers to) would live as long as the process.
-_hooks: weakref.WeakKeyDictionary[object, Callable[[], None] | weakref.WeakMethod[Callable[[], None]]] = (
-    weakref.WeakKeyDictionary()
-)
+#: owner -> (function, whether it takes the owner). The owner is held weakly, and a hook that is a method
+#: of the owner is kept as its plain function, called with the owner: an entry must never keep its own key
+#: alive (a bound method holds its object), or every object that ever registered (with all it refers to)
+#: would live as long as the process. (No ``WeakMethod`` either: its callback fires at interpreter exit,
+#: when module globals are gone, and prints a traceback on Python 3.12+.)
+_hooks: weakref.WeakKeyDictionary[object, tuple[Callable[..., None], bool]] = weakref.WeakKeyDictionary()
 
 
 class Owned:
@@ -72,17 +72,17 @@ def on_fork_in_child(owner: object, hook: Callable[[], None]) -> None:
     only drop references and close raw descriptors.
 
     The registration never keeps ``owner`` alive (nor, through it, all that
-    ``owner`` refers to): a hook that is a method of ``owner`` is held weakly,
+    ``owner`` refers to): a hook that is a method of ``owner`` is kept as its function,
     and any other hook must not hold ``owner`` (close over a ``weakref.ref`` to
     it instead); one that visibly does (a closure cell) is refused with
     ``ValueError``.
     """
     if inspect.ismethod(hook) and hook.__self__ is owner:
-        _hooks[owner] = weakref.WeakMethod(hook)
+        _hooks[owner] = (hook.__func__, True)
         return
     if any(_cell_holds(cell, owner) for cell in getattr(hook, "__closure__", None) or ()):
         raise ValueError("a fork hook must not hold its owner (it would never be freed): close over a weakref.ref to it")
-    _hooks[owner] = hook
+    _hooks[owner] = (hook, False)
 
 
 def _cell_holds(cell: object, owner: object) -> bool:
@@ -95,12 +95,12 @@ def _cell_holds(cell: object, owner: object) -> bool:
 def _after_fork_in_child() -> None:
     # Hooks stay registered (they are idempotent): a grandchild lets go of the same things again,
     # and of what the child opened since.
-    for entry in list(_hooks.values()):
-        hook = entry() if isinstance(entry, weakref.WeakMethod) else entry
-        if hook is None:  # its object is gone (its entry goes with it)
-            continue
+    for owner, (hook, takes_owner) in list(_hooks.items()):
         with contextlib.suppress(Exception):  # a hook must never break the child
-            hook()
+            if takes_owner:
+                hook(owner)
+            else:
+                hook()
 
 
 if hasattr(os, "register_at_fork"):
