@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Dict, List, Optional
 
 import pytest
@@ -432,3 +433,29 @@ def test_on_log_alone_receives_a_modern_demo_servers_logs() -> None:
         c.call_tool("slow", {"seconds": 0, "steps": 0})  # logs "starting" at info when the request asks
         assert wait_until(lambda: bool(got), 5), "no log message reached on_log"
     assert got[0][0] == "info" and "slow: starting" in got[0][1]
+
+
+def test_a_modern_server_that_takes_the_probe_late_is_spoken_to_in_the_modern_era() -> None:
+    """Slow to start, it answers server/discover after the probe's time and then refuses initialize with -32022."""
+    served: List[str] = []
+
+    def slow_modern(m: Msg, reply: Reply) -> None:
+        if "id" not in m:
+            return
+        rid, method = m["id"], m["method"]
+        served.append(method)
+        if method == "server/discover" and served.count("server/discover") == 1:
+            time.sleep(0.6)  # past the probe's 0.3 s: the client has moved on to initialize
+        if method == "initialize":
+            reply({"jsonrpc": "2.0", "id": rid, "error": {"code": -32022, "message": "connection is serving the 2026-07-28 protocol"}})
+        elif method == "server/discover":
+            reply({"jsonrpc": "2.0", "id": rid, "result": {
+                "resultType": "complete", "supportedVersions": [MODERN], "capabilities": {"tools": {}},
+                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "slow", "version": "1"}}}})
+        else:
+            reply({"jsonrpc": "2.0", "id": rid, "result": {"resultType": "complete"}})
+
+    with Client(MemoryTransport(slow_modern), probe_timeout=0.3, timeout=10).connect() as c:
+        assert c.protocol_version == MODERN
+        assert c.server_info is not None and c.server_info.name == "slow"
+    assert served[:3] == ["server/discover", "initialize", "server/discover"]

@@ -187,6 +187,16 @@ class Negotiator:
             # What a legacy server logged about the probe is noise that would bury its later last words.
             self.transport.quiet_since(probed)
             return agreement
+        except UnsupportedVersion as exc:
+            # A modern server slow to start: it took the probe after the probe's time ran out, so its
+            # connection now serves the modern era and it refuses initialize. Speak what it says it speaks.
+            legacy = [v for v in LEGACY_VERSIONS if v in exc.supported]
+            if legacy:
+                return self._initialize(legacy[0], budget)
+            modern = [v for v in MODERN_VERSIONS if v in exc.supported] or [LATEST_MODERN_VERSION]
+            budget.steps.append(f"initialize: {exc}")
+            log.info("server %r refused initialize after a late probe (%s); speaking %s", self.name, exc, modern[0])
+            return self._discover_or_fail(modern[0], budget)
         except HTTPError as exc:
             # Streamable HTTP refused (400/404/405): maybe the 2024-11-05 HTTP+SSE transport.
             fallback = self.transport.fallback()
