@@ -76,8 +76,16 @@ def _constants() -> Any:
     return sre_constants  # pragma: no cover
 
 
-def _degree(pattern: str) -> tuple[int, bool] | None:
-    """``(d, anchored)``: :mod:`re` backtracks at most about ``n**d`` steps per start; None when not bounded so."""
+def _degree(pattern: str) -> tuple[int, int, bool] | None:
+    """``(d, k, anchored)``: :mod:`re` backtracks at most about ``k * n**d`` steps per start; None when not bounded so.
+
+    ``d`` counts the variable repetitions in sequence; ``k`` is what does not
+    grow with the text but still multiplies the work: a fixed count (``x{1000}``
+    tries its body 1000 times, nested counts multiply) and alternatives in
+    sequence (``(?:a|aa)`` 23 times may try 2**23 ways). A ``k`` over
+    :data:`MAX_STEPS` is refused, with RE2 installed too (RE2 refuses some such
+    patterns as too big, and then this fallback decides).
+    """
     if len(pattern) > MAX_PATTERN_CHARS:
         return None
     try:
@@ -88,50 +96,56 @@ def _degree(pattern: str) -> tuple[int, bool] | None:
     repeats = {c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", c.MAX_REPEAT)}
     unsafe = {c.GROUPREF, c.GROUPREF_EXISTS, c.ASSERT, c.ASSERT_NOT, getattr(c, "GROUPREF_IGNORE", c.GROUPREF)}
 
-    def walk(items: Any, in_repeat: bool, nesting: int) -> int | None:
+    def walk(items: Any, in_repeat: bool, nesting: int) -> tuple[int, int] | None:
         if nesting > _MAX_NESTING:
             return None
-        total = 0
+        total, factor = 0, 1
         for op, av in items:
             if op in unsafe:
                 return None
             if op in repeats:
                 low, high, body = av
-                inner = walk(body, in_repeat or high != 1, nesting + 1)
-                if inner is None or (inner and (in_repeat or high != 1)):
+                found = walk(body, in_repeat or high != 1, nesting + 1)
+                if found is None:
+                    return None
+                inner, inner_factor = found
+                if inner and (in_repeat or high != 1):
                     return None  # a repetition inside a repetition
                 if high != low:
                     if in_repeat:
                         return None
                     total += 1
-            elif op is c.SUBPATTERN:
-                inner = walk(av[-1], in_repeat, nesting + 1)
-                if inner is None:
+                    factor *= inner_factor
+                else:
+                    factor *= inner_factor * max(1, high)  # x{1000}: the body, 1000 times
+            elif op is c.SUBPATTERN or (getattr(c, "ATOMIC_GROUP", None) is not None and op is c.ATOMIC_GROUP):
+                found = walk(av[-1] if op is c.SUBPATTERN else av, in_repeat, nesting + 1)
+                if found is None:
                     return None
-                total += inner
-            elif getattr(c, "ATOMIC_GROUP", None) is not None and op is c.ATOMIC_GROUP:
-                inner = walk(av, in_repeat, nesting + 1)
-                if inner is None:
-                    return None
-                total += inner
+                total += found[0]
+                factor *= found[1]
             elif op is c.BRANCH:
                 if in_repeat:
                     return None  # (a|a)* and the like
-                worst = 0
+                worst, ways = 0, 0
                 for branch in av[1]:
-                    inner = walk(branch, in_repeat, nesting + 1)
-                    if inner is None:
+                    found = walk(branch, in_repeat, nesting + 1)
+                    if found is None:
                         return None
-                    worst = max(worst, inner)
+                    worst = max(worst, found[0])
+                    ways += found[1]  # each alternative may be tried in turn
                 total += worst
-        return total
+                factor *= ways
+            if factor > MAX_STEPS:
+                return None  # (?:a{1000}){1000}, (?:a|aa)(?:a|aa)...: too many ways before the text even counts
+        return total, factor
 
-    degree = walk(tree, False, 0)
-    if degree is None:
+    found = walk(tree, False, 0)
+    if found is None:
         return None
     first = tree[0] if len(tree) else None
     anchored = first is not None and first[0] is c.AT and first[1] in (c.AT_BEGINNING, c.AT_BEGINNING_STRING)
-    return degree, anchored
+    return found[0], found[1], anchored
 
 
 def _build(pattern: str) -> _Search | None:
@@ -151,13 +165,16 @@ def _build(pattern: str) -> _Search | None:
         compiled = re.compile(pattern)
     except (re.error, RecursionError, OverflowError, ValueError):
         return None
-    degree, anchored = shape
+    degree, factor, anchored = shape
     power = degree + (0 if anchored else 1)
     if power == 0:
         return lambda text: compiled.search(text) is not None
-    longest = int(MAX_STEPS ** (1.0 / power))
-    while (longest + 1) ** power > MAX_STEPS:
+    allowed = MAX_STEPS // factor
+    longest = int(allowed ** (1.0 / power))
+    while longest > 0 and (longest + 1) ** power > allowed:
         longest -= 1
+    while (longest + 1) ** power <= allowed:
+        longest += 1
 
     def fallback(text: str) -> bool | None:
         if len(text) > longest:

@@ -190,3 +190,22 @@ def test_the_fallback_answers_for_what_cannot_explode(fallback: None, pattern: s
 def test_an_invalid_regex_makes_the_schema_invalid_and_unchecked(caplog: pytest.LogCaptureFixture) -> None:
     assert schema.output_check({"type": "string", "pattern": "(unclosed"}, tool="t", server="s") is None
     assert "invalid outputSchema" in caplog.text
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_fixed_counts_and_alternatives_in_sequence_count_in_the_fallbacks_bound(engine: str) -> None:
+    # (?:a{1000}){1000}: RE2 refuses it as too big, so the fallback decides, and re took > 20 s on one search;
+    # (?:a|aa) 23 times: every extra group doubled re's work (5 s here). Each is bounded now, or not applied.
+    out = run_isolated("""
+        from mcpcall import patterns
+        for pattern, text in [("(?:a{1000}){1000}", ("a" * 999999 + "b") * 2), ("(?:a|aa)" * 23 + "c", "a" * 46),
+                              ("(?:a|aa)" * 30 + "c", "a" * 60)]:
+            print(patterns.search(pattern, text))
+        print(patterns.search("(?:ab|a)(?:ab|a)c", "aababc"), patterns.search("^(?:x{3}){4}$", "x" * 12))  # still decided
+    """, engine, timeout=20)
+    lines = out.split("\n")
+    if engine == "fallback":
+        assert lines[:3] == ["None", "None", "None"]  # the texts are too long for that many ways: not checked
+    else:
+        assert lines[:3] == ["None", "False", "False"]  # RE2 refuses the first (the fallback too), decides the others
+    assert lines[3] == "True True"
