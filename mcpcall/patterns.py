@@ -45,7 +45,7 @@ def _load_re2() -> Any:
     global _re2, _re2_loaded
     if not _re2_loaded:
         try:
-            import re2  # type: ignore[import-not-found,unused-ignore]
+            import re2  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
             options = re2.Options()
             options.log_errors = False  # RE2 writes refusals to stderr otherwise
