@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, Optional
 
-__all__ = ["MAX_PATTERN_CHARS", "MAX_STEPS", "compiles", "search", "status"]
+__all__ = ["MAX_PATTERN_CHARS", "MAX_STEPS", "compiles", "cost", "search", "status"]
 
 #: A pattern longer than this is never run by :mod:`re` (RE2 bounds its own memory).
 MAX_PATTERN_CHARS = 1000
@@ -33,7 +33,8 @@ MAX_STEPS = 10_000_000
 _MAX_NESTING = 50
 
 _Search = Callable[[str], Optional[bool]]
-_cache: OrderedDict[str, _Search | None] = OrderedDict()
+_Built = tuple[_Search, int, int]  # the search, and its cost: about factor * len(text) ** power steps
+_cache: OrderedDict[str, _Built | None] = OrderedDict()
 _MAX_CACHED = 1024
 _lock = threading.Lock()
 _re2: Any = None
@@ -148,7 +149,7 @@ def _degree(pattern: str) -> tuple[int, int, bool] | None:
     return found[0], found[1], anchored
 
 
-def _build(pattern: str) -> _Search | None:
+def _build(pattern: str) -> _Built | None:
     loaded = _load_re2()
     if loaded is not None:
         re2, options = loaded
@@ -157,7 +158,7 @@ def _build(pattern: str) -> _Search | None:
         except Exception:  # noqa: BLE001 - RE2 refuses it (a lookaround, a backreference): try the fallback
             compiled2 = None
         if compiled2 is not None:
-            return lambda text: compiled2.search(text) is not None
+            return (lambda text: compiled2.search(text) is not None), 1, 1  # linear
     shape = _degree(pattern)
     if shape is None:
         return None
@@ -168,7 +169,7 @@ def _build(pattern: str) -> _Search | None:
     degree, factor, anchored = shape
     power = degree + (0 if anchored else 1)
     if power == 0:
-        return lambda text: compiled.search(text) is not None
+        return (lambda text: compiled.search(text) is not None), factor, 0
     allowed = MAX_STEPS // factor
     longest = int(allowed ** (1.0 / power))
     while longest > 0 and (longest + 1) ** power > allowed:
@@ -181,10 +182,10 @@ def _build(pattern: str) -> _Search | None:
             return None  # too long for a backtracking engine: not checked
         return compiled.search(text) is not None
 
-    return fallback
+    return fallback, factor, power
 
 
-def _matcher(pattern: str) -> _Search | None:
+def _matcher(pattern: str) -> _Built | None:
     with _lock:
         if pattern in _cache:
             _cache.move_to_end(pattern)
@@ -200,7 +201,16 @@ def _matcher(pattern: str) -> _Search | None:
 def search(pattern: str, text: str) -> bool | None:
     """Whether ``pattern`` matches somewhere in ``text``; None when that cannot be decided at a bounded cost."""
     matcher = _matcher(pattern)
-    return None if matcher is None else matcher(text)
+    return None if matcher is None else matcher[0](text)
+
+
+def cost(pattern: str, text: str) -> int:
+    """About how many steps :func:`search` may take on ``text`` (0 when it does not run the pattern)."""
+    matcher = _matcher(pattern)
+    if matcher is None:
+        return 0
+    _, factor, power = matcher
+    return int(factor * max(1, len(text)) ** power)
 
 
 def status(pattern: str) -> str | None:
