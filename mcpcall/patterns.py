@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, Optional
 
-__all__ = ["MAX_PATTERN_CHARS", "MAX_STEPS", "compiles", "search", "status"]
+__all__ = ["MAX_PATTERN_CHARS", "MAX_STEPS", "compiles", "cost", "search", "status"]
 
 #: A pattern longer than this is never run by :mod:`re` (RE2 bounds its own memory).
 MAX_PATTERN_CHARS = 1000
@@ -33,7 +33,8 @@ MAX_STEPS = 10_000_000
 _MAX_NESTING = 50
 
 _Search = Callable[[str], Optional[bool]]
-_cache: OrderedDict[str, _Search | None] = OrderedDict()
+_Built = tuple[_Search, int, int]  # the search, and its cost: about factor * len(text) ** power steps
+_cache: OrderedDict[str, _Built | None] = OrderedDict()
 _MAX_CACHED = 1024
 _lock = threading.Lock()
 _re2: Any = None
@@ -45,7 +46,7 @@ def _load_re2() -> Any:
     global _re2, _re2_loaded
     if not _re2_loaded:
         try:
-            import re2  # type: ignore[import-not-found,unused-ignore]
+            import re2  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
             options = re2.Options()
             options.log_errors = False  # RE2 writes refusals to stderr otherwise
@@ -76,8 +77,16 @@ def _constants() -> Any:
     return sre_constants  # pragma: no cover
 
 
-def _degree(pattern: str) -> tuple[int, bool] | None:
-    """``(d, anchored)``: :mod:`re` backtracks at most about ``n**d`` steps per start; None when not bounded so."""
+def _degree(pattern: str) -> tuple[int, int, bool] | None:
+    """``(d, k, anchored)``: :mod:`re` backtracks at most about ``k * n**d`` steps per start; None when not bounded so.
+
+    ``d`` counts the variable repetitions in sequence; ``k`` is what does not
+    grow with the text but still multiplies the work: a fixed count (``x{1000}``
+    tries its body 1000 times, nested counts multiply) and alternatives in
+    sequence (``(?:a|aa)`` 23 times may try 2**23 ways). A ``k`` over
+    :data:`MAX_STEPS` is refused, with RE2 installed too (RE2 refuses some such
+    patterns as too big, and then this fallback decides).
+    """
     if len(pattern) > MAX_PATTERN_CHARS:
         return None
     try:
@@ -88,53 +97,59 @@ def _degree(pattern: str) -> tuple[int, bool] | None:
     repeats = {c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", c.MAX_REPEAT)}
     unsafe = {c.GROUPREF, c.GROUPREF_EXISTS, c.ASSERT, c.ASSERT_NOT, getattr(c, "GROUPREF_IGNORE", c.GROUPREF)}
 
-    def walk(items: Any, in_repeat: bool, nesting: int) -> int | None:
+    def walk(items: Any, in_repeat: bool, nesting: int) -> tuple[int, int] | None:
         if nesting > _MAX_NESTING:
             return None
-        total = 0
+        total, factor = 0, 1
         for op, av in items:
             if op in unsafe:
                 return None
             if op in repeats:
                 low, high, body = av
-                inner = walk(body, in_repeat or high != 1, nesting + 1)
-                if inner is None or (inner and (in_repeat or high != 1)):
+                found = walk(body, in_repeat or high != 1, nesting + 1)
+                if found is None:
+                    return None
+                inner, inner_factor = found
+                if inner and (in_repeat or high != 1):
                     return None  # a repetition inside a repetition
                 if high != low:
                     if in_repeat:
                         return None
                     total += 1
-            elif op is c.SUBPATTERN:
-                inner = walk(av[-1], in_repeat, nesting + 1)
-                if inner is None:
+                    factor *= inner_factor
+                else:
+                    factor *= inner_factor * max(1, high)  # x{1000}: the body, 1000 times
+            elif op is c.SUBPATTERN or (getattr(c, "ATOMIC_GROUP", None) is not None and op is c.ATOMIC_GROUP):
+                found = walk(av[-1] if op is c.SUBPATTERN else av, in_repeat, nesting + 1)
+                if found is None:
                     return None
-                total += inner
-            elif getattr(c, "ATOMIC_GROUP", None) is not None and op is c.ATOMIC_GROUP:
-                inner = walk(av, in_repeat, nesting + 1)
-                if inner is None:
-                    return None
-                total += inner
+                total += found[0]
+                factor *= found[1]
             elif op is c.BRANCH:
                 if in_repeat:
                     return None  # (a|a)* and the like
-                worst = 0
+                worst, ways = 0, 0
                 for branch in av[1]:
-                    inner = walk(branch, in_repeat, nesting + 1)
-                    if inner is None:
+                    found = walk(branch, in_repeat, nesting + 1)
+                    if found is None:
                         return None
-                    worst = max(worst, inner)
+                    worst = max(worst, found[0])
+                    ways += found[1]  # each alternative may be tried in turn
                 total += worst
-        return total
+                factor *= ways
+            if factor > MAX_STEPS:
+                return None  # (?:a{1000}){1000}, (?:a|aa)(?:a|aa)...: too many ways before the text even counts
+        return total, factor
 
-    degree = walk(tree, False, 0)
-    if degree is None:
+    found = walk(tree, False, 0)
+    if found is None:
         return None
     first = tree[0] if len(tree) else None
     anchored = first is not None and first[0] is c.AT and first[1] in (c.AT_BEGINNING, c.AT_BEGINNING_STRING)
-    return degree, anchored
+    return found[0], found[1], anchored
 
 
-def _build(pattern: str) -> _Search | None:
+def _build(pattern: str) -> _Built | None:
     loaded = _load_re2()
     if loaded is not None:
         re2, options = loaded
@@ -143,7 +158,7 @@ def _build(pattern: str) -> _Search | None:
         except Exception:  # noqa: BLE001 - RE2 refuses it (a lookaround, a backreference): try the fallback
             compiled2 = None
         if compiled2 is not None:
-            return lambda text: compiled2.search(text) is not None
+            return (lambda text: compiled2.search(text) is not None), 1, 1  # linear
     shape = _degree(pattern)
     if shape is None:
         return None
@@ -151,23 +166,26 @@ def _build(pattern: str) -> _Search | None:
         compiled = re.compile(pattern)
     except (re.error, RecursionError, OverflowError, ValueError):
         return None
-    degree, anchored = shape
+    degree, factor, anchored = shape
     power = degree + (0 if anchored else 1)
     if power == 0:
-        return lambda text: compiled.search(text) is not None
-    longest = int(MAX_STEPS ** (1.0 / power))
-    while (longest + 1) ** power > MAX_STEPS:
+        return (lambda text: compiled.search(text) is not None), factor, 0
+    allowed = MAX_STEPS // factor
+    longest = int(allowed ** (1.0 / power))
+    while longest > 0 and (longest + 1) ** power > allowed:
         longest -= 1
+    while (longest + 1) ** power <= allowed:
+        longest += 1
 
     def fallback(text: str) -> bool | None:
         if len(text) > longest:
             return None  # too long for a backtracking engine: not checked
         return compiled.search(text) is not None
 
-    return fallback
+    return fallback, factor, power
 
 
-def _matcher(pattern: str) -> _Search | None:
+def _matcher(pattern: str) -> _Built | None:
     with _lock:
         if pattern in _cache:
             _cache.move_to_end(pattern)
@@ -183,7 +201,16 @@ def _matcher(pattern: str) -> _Search | None:
 def search(pattern: str, text: str) -> bool | None:
     """Whether ``pattern`` matches somewhere in ``text``; None when that cannot be decided at a bounded cost."""
     matcher = _matcher(pattern)
-    return None if matcher is None else matcher(text)
+    return None if matcher is None else matcher[0](text)
+
+
+def cost(pattern: str, text: str) -> int:
+    """About how many steps :func:`search` may take on ``text`` (0 when it does not run the pattern)."""
+    matcher = _matcher(pattern)
+    if matcher is None:
+        return 0
+    _, factor, power = matcher
+    return int(factor * max(1, len(text)) ** power)
 
 
 def status(pattern: str) -> str | None:

@@ -17,6 +17,12 @@ form of each item (linear, where jsonschema's is quadratic for objects);
 ``regex`` format only asks whether a pattern compiles. What cannot be checked
 at a bounded cost is skipped, with one log record per schema: a skipped check
 never makes a value invalid. A schema nested deeper than :data:`MAX_DEPTH` is not used.
+
+The whole check of one value shares one budget, :data:`MAX_CHECK_STEPS`: each
+keyword applied (a ``$ref`` followed, an ``anyOf`` branch tried) and each
+pattern's estimated regex steps spend from it. A check over budget stops and the
+value passes unchecked (said once per schema), so neither a ``$ref`` fan-out
+(``2**N`` paths) nor many texts each just short enough can make a check unbounded.
 """
 
 from __future__ import annotations
@@ -77,16 +83,47 @@ def deeper_than(value: Any, limit: int) -> bool:
 class _Compiled:
     """A validator with what it cannot check, and whether that was said (once per schema)."""
 
-    __slots__ = ("said", "said_at_run", "skipped", "validator")
+    __slots__ = ("said", "said_at_run", "said_over_budget", "skipped", "validator")
 
     def __init__(self, validator: Any, skipped: list[str]) -> None:
         self.validator = validator
         self.skipped = skipped
         self.said = False
         self.said_at_run = False
+        self.said_over_budget = False
 
 
-_run = threading.local()  # .skipped: the patterns a check in progress on this thread could not apply
+#: What checking one value may cost, in regex steps (see :data:`mcpcall.patterns.MAX_STEPS`); a keyword counts as
+#: :data:`_KEYWORD_STEPS`.
+MAX_CHECK_STEPS = 30_000_000
+_KEYWORD_STEPS = 500
+
+_run = threading.local()  # .skipped: the patterns a check in progress on this thread could not apply; .budget
+
+
+class _Budget:
+    __slots__ = ("left",)
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+
+class _OverBudget(Exception):
+    """The check of one value spent :data:`MAX_CHECK_STEPS`: it stops, and the value is not checked."""
+
+
+def _counted(keyword: Any) -> Any:
+    """``keyword`` (a jsonschema keyword function), spending from the budget of the check in progress."""
+
+    def spend(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        budget = getattr(_run, "budget", None)
+        if budget is not None:
+            budget.left -= _KEYWORD_STEPS
+            if budget.left < 0:
+                raise _OverBudget()
+        return keyword(validator, value, instance, schema)
+
+    return spend
 
 
 def _skipped(pattern: str) -> None:
@@ -98,8 +135,15 @@ def _skipped(pattern: str) -> None:
 def _search(pattern: Any, text: Any) -> bool | None:
     if not isinstance(pattern, str) or not isinstance(text, str):
         return None
-    from .patterns import search
+    from .patterns import cost, search
 
+    budget = getattr(_run, "budget", None)
+    if budget is not None:
+        steps = cost(pattern, text)
+        if steps > budget.left:
+            _skipped(pattern)  # over the check's budget: not applied (the rest of the value still is)
+            return None
+        budget.left -= steps
     matched = search(pattern, text)
     if matched is None:
         _skipped(pattern)
@@ -212,10 +256,12 @@ def _safe_class(base: Any, *, unevaluated: bool = True) -> Any:
             return cls
     import jsonschema
 
-    keywords = {"pattern": _pattern, "patternProperties": _pattern_properties,
-                "additionalProperties": _additional_properties, "uniqueItems": _unique_items}
+    keywords = dict(base.VALIDATORS)
+    keywords.update({"pattern": _pattern, "patternProperties": _pattern_properties,
+                     "additionalProperties": _additional_properties, "uniqueItems": _unique_items})
     if not unevaluated:
         keywords["unevaluatedProperties"] = _not_applied
+    keywords = {name: _counted(keyword) for name, keyword in keywords.items()}  # every keyword spends from the budget
     cls = jsonschema.validators.extend(base, keywords)  # type: ignore[no-untyped-call]
     with _lock:
         _classes[(base, unevaluated)] = cls
@@ -261,11 +307,21 @@ def _has_key(schema: Any, name: str) -> bool:
     return False
 
 
-def schema_check(schema: Any, *, what: str, tool: str, server: str) -> Check | None:
+def _log_here(logger: logging.Logger, level: int, msg: str, *args: Any) -> None:
+    logger.log(level, msg, *args)
+
+
+#: ``emit(logger, level, msg, *args)``: how a check logs (a client passes ``CallbackRunner.log``, never on an I/O thread).
+Emit = Callable[..., None]
+
+
+def schema_check(schema: Any, *, what: str, tool: str, server: str, emit: Emit | None = None) -> Check | None:
     """A checker of values against ``schema`` (the tool's ``what``: "outputSchema" or "inputSchema").
 
     None when the schema itself is unusable (logged: such values go unchecked).
+    ``emit`` logs what a check says (default: ``logger.log`` on the checking thread).
     """
+    say = emit if emit is not None else _log_here
     if not isinstance(schema, dict):
         return None
     import jsonschema
@@ -286,8 +342,16 @@ def schema_check(schema: Any, *, what: str, tool: str, server: str) -> Check | N
     def check(instance: Any) -> None:
         skipped: list[str] = []
         _run.skipped = skipped
+        _run.budget = _Budget(MAX_CHECK_STEPS)
         try:
             error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
+        except _OverBudget:
+            if not compiled.said_over_budget:
+                compiled.said_over_budget = True
+                say(log, logging.WARNING, "server %r: tool %r: a value passed its %s unchecked: checking it would cost more "
+                    "than %d steps (a $ref fan-out or a large value; said once per schema)", server, tool, what,
+                    MAX_CHECK_STEPS)
+            return  # never a false "invalid"
         except Exception as exc:  # referencing raises its own tree (Unresolvable, …)
             raise ProtocolError(
                 f"server {server!r}: the {what} of tool {tool!r} cannot be applied ({type(exc).__name__}: {exc}); "
@@ -295,11 +359,12 @@ def schema_check(schema: Any, *, what: str, tool: str, server: str) -> Check | N
             ) from exc
         finally:
             _run.skipped = None
+            _run.budget = None
         if skipped and not compiled.said_at_run and any(status(pattern) is None for pattern in skipped):
             compiled.said_at_run = True
-            log.info("server %r: tool %r: a value too long to match at a bounded cost passed the pattern %r of its %s "
-                     "unchecked (install google-re2 to check it; said once per schema)", server, tool,
-                     next(pattern for pattern in skipped if status(pattern) is None)[:80], what)
+            say(log, logging.INFO, "server %r: tool %r: a value too long to match at a bounded cost passed the pattern %r "
+                "of its %s unchecked (install google-re2 to check it; said once per schema)", server, tool,
+                next(pattern for pattern in skipped if status(pattern) is None)[:80], what)
         if error is not None:
             path = _json_path(error.absolute_path)
             raise SchemaValidationError(
@@ -375,9 +440,9 @@ def _compiled(schema: dict[str, Any]) -> _Compiled | str:
     return compiled
 
 
-def output_check(schema: Any, *, tool: str, server: str) -> Check | None:
+def output_check(schema: Any, *, tool: str, server: str, emit: Emit | None = None) -> Check | None:
     """A checker of structured results against a tool's ``outputSchema``."""
-    return schema_check(schema, what="outputSchema", tool=tool, server=server)
+    return schema_check(schema, what="outputSchema", tool=tool, server=server, emit=emit)
 
 
 def input_check(schema: Any, *, tool: str, server: str) -> Check | None:

@@ -190,3 +190,98 @@ def test_the_fallback_answers_for_what_cannot_explode(fallback: None, pattern: s
 def test_an_invalid_regex_makes_the_schema_invalid_and_unchecked(caplog: pytest.LogCaptureFixture) -> None:
     assert schema.output_check({"type": "string", "pattern": "(unclosed"}, tool="t", server="s") is None
     assert "invalid outputSchema" in caplog.text
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_fixed_counts_and_alternatives_in_sequence_count_in_the_fallbacks_bound(engine: str) -> None:
+    # (?:a{1000}){1000}: RE2 refuses it as too big, so the fallback decides, and re took > 20 s on one search;
+    # (?:a|aa) 23 times: every extra group doubled re's work (5 s here). Each is bounded now, or not applied.
+    out = run_isolated("""
+        from mcpcall import patterns
+        for pattern, text in [("(?:a{1000}){1000}", ("a" * 999999 + "b") * 2), ("(?:a|aa)" * 23 + "c", "a" * 46),
+                              ("(?:a|aa)" * 30 + "c", "a" * 60)]:
+            print(patterns.search(pattern, text))
+        print(patterns.search("(?:ab|a)(?:ab|a)c", "aababc"), patterns.search("^(?:x{3}){4}$", "x" * 12))  # still decided
+    """, engine, timeout=20)
+    lines = out.split("\n")
+    if engine == "fallback":
+        assert lines[:3] == ["None", "None", "None"]  # the texts are too long for that many ways: not checked
+    else:
+        assert lines[:3] == ["None", "False", "False"]  # RE2 refuses the first (the fallback too), decides the others
+    assert lines[3] == "True True"
+
+
+FAN_OUT = """
+    N = 30
+    defs = {f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}, {"$ref": f"#/$defs/d{i + 1}"}]} for i in range(N)}
+    defs[f"d{N}"] = {"type": "string", "pattern": "^x$"}
+    FAN = {"type": "object", "properties": {"v": {"$ref": "#/$defs/d0"}}, "$defs": defs}
+"""
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_one_values_check_has_one_budget_and_stops_unchecked_over_it(engine: str) -> None:
+    # A $ref fan-out costs 2**N descents; 100 texts each just short enough for the fallback cost 5 s together.
+    out = run_isolated(FAN_OUT + """
+    import logging
+    logging.basicConfig(level=logging.INFO, format="LOG %(message)s", stream=sys.stdout)
+    from mcpcall.schema import output_check
+    check = output_check(FAN, tool="t", server="s")
+    check({"v": "y"})
+    print("fan passed")
+    items = output_check({"type": "array", "items": {"type": "string", "pattern": "\\\\d+x"}}, tool="t", server="s")
+    from mcpcall import SchemaValidationError
+    try:
+        items(["1" * 3161] * 100)
+        print("array passed")
+    except SchemaValidationError:
+        print("array invalid")  # RE2: linear, so within the budget, and decided
+    """, engine, timeout=25)
+    assert "fan passed" in out  # never a false "invalid"
+    assert ("array passed" if engine == "fallback" else "array invalid") in out
+    assert "checking it would cost more than" in out and "server 's'" in out
+
+
+def test_a_call_returns_by_its_deadline_whatever_the_check_costs_and_logs_off_the_reader() -> None:
+    out = run_isolated(FAN_OUT + """
+    import logging, threading, time
+    from mcpcall import Client, RequestTimeout
+    from mcpcall.transports.memory import MemoryTransport
+    threads = []
+    class Where(logging.Handler):
+        def emit(self, record):
+            threads.append(threading.current_thread().name)
+    logging.getLogger("mcpcall.schema").addHandler(Where())
+    def serve(m, reply):
+        if "id" not in m or "method" not in m:
+            return
+        method, params = m["method"], m.get("params") or {}
+        if method == "server/discover":
+            reply({"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32601, "message": "nf"}})
+            return
+        result = {}
+        if method == "initialize":
+            result = {"protocolVersion": params["protocolVersion"], "serverInfo": {"name": "x", "version": "1"},
+                      "capabilities": {"tools": {}}}
+        elif method == "tools/list":
+            result = {"tools": [{"name": "t", "inputSchema": {"type": "object"}, "outputSchema": FAN}]}
+        elif method == "tools/call":
+            result = {"content": [], "structuredContent": {"v": "y"}}
+        reply({"jsonrpc": "2.0", "id": m["id"], "result": result})
+    with Client(MemoryTransport(serve, name="fan"), protocol="legacy").connect() as client:
+        client.list_tools(timeout=10)
+        started = time.monotonic()
+        try:
+            client.call_tool("t", {}, timeout=2)
+            print("returned")
+        except RequestTimeout as exc:
+            print("timeout", "server 'fan'" in str(exc))
+        print("within", time.monotonic() - started < 2 + 1.5)
+        client.list_tools(timeout=20)
+        client.call_tool("t", {}, timeout=20)  # the check finishes (over budget: unchecked), said once
+    print("threads", sorted(set(threads)))
+    """, "fallback", timeout=50)
+    assert "within True" in out, out
+    assert "returned" in out or "timeout True" in out
+    said = out.split("threads ")[1]
+    assert "mcpcall-callbacks" in said and "reader" not in said, out

@@ -20,6 +20,7 @@ import math
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from time import monotonic
 from typing import Any, Callable
@@ -43,6 +44,7 @@ log = logging.getLogger("mcpcall.client")
 _MRTR_METHODS = frozenset({"tools/call", "resources/read", "prompts/get"})
 _MAX_ROUNDS = 16
 _MAX_PAGES = 10_000
+_WAIT_GRACE = 0.5  # seconds past a call's deadline before the wait itself gives up (the dispatcher's timeout first)
 
 #: ``transform(result, future)`` -> the value the caller gets.
 Transform = Callable[[dict[str, Any], RequestFuture], Any]
@@ -369,13 +371,33 @@ class Caller:
 
     def wait(self, future: Future[Any]) -> Any:
         """The result, once the progress callbacks queued before it have run (within the call's deadline)."""
-        # Every request has a deadline on the scheduler, so this wait ends.
+        # Every request has a deadline on the scheduler; this wait ends by it too (with a little grace for the
+        # dispatcher's own timeout to win): a result's transform (the outputSchema check, on the reader thread)
+        # runs after the request left the pending map, and must not make the caller wait past its deadline.
+        call = getattr(future, "context", None)
+        deadline = call.deadline if isinstance(call, Call) else math.inf
+        left = None if deadline == math.inf else max(0.0, deadline + _WAIT_GRACE - monotonic())
         try:
-            result = future.result()
+            try:
+                result = future.result(left)
+            except FuturesTimeout:  # a RequestTimeout is one too: the Future's own error, when it is done
+                if future.done():
+                    return self._drained(future, future.result(0))  # its own result or error (just in)
+                current = getattr(future, "context", call)
+                timed_out: Call = current if isinstance(current, Call) else call  # type: ignore[assignment]
+                error = self._call_timeout(timed_out)
+                if isinstance(future, RequestFuture):
+                    future.fail(error)
+                future.cancel()  # done now: only tells the server, if the request is still pending
+                raise error from None
         except BaseException:
             if not future.done():
                 future.cancel()  # interrupted while waiting (Ctrl-C): tell the server
             raise
+        return self._drained(future, result)
+
+    def _drained(self, future: Future[Any], result: Any) -> Any:
+        """``result``, once the progress callbacks queued before it have run (within the call's deadline)."""
         drained = getattr(future, "progress_drained", None)
         if drained is not None and not self.callbacks.in_callback_thread():
             call = getattr(future, "context", None)

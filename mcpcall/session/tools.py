@@ -68,7 +68,7 @@ class ToolCatalog:
         if self.validate_output:
             for tool in tools:
                 if tool.output_schema is not None:
-                    check = output_check(tool.output_schema, tool=tool.name, server=self.name)
+                    check = output_check(tool.output_schema, tool=tool.name, server=self.name, emit=self._emit)
                     if check is not None:
                         checks[tool.name] = check
         with self._lock:
@@ -85,6 +85,10 @@ class ToolCatalog:
                 self._listed_generation = generation
         # The caller's to change: the catalog keeps the schemas as the server sent them.
         return ToolList(parse_tool(copy_json(tool.raw), self.name) for tool in kept)
+
+    def _emit(self, logger: logging.Logger, level: int, msg: str, *args: Any) -> None:
+        """How a result's check logs: it runs on the reader thread, where no logging handler may run."""
+        self.caller.callbacks.log(logger, level, msg, *args)
 
     def _parse_all(self, raw: list[Any], *, quiet: bool = False) -> list[Tool]:
         """The tools of a listing; one nested too deeply to copy, check or show is left out, with a warning."""
