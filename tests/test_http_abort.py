@@ -14,7 +14,6 @@ so the client's SYN goes unanswered) and a listening socket that never accepts
 from __future__ import annotations
 
 import datetime
-import gc
 import socket
 import threading
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ import mcpcall
 from mcpcall.config import make_transport
 from tests.conftest import wait_until
 from tests.servers.http_fault_server import FaultServer
+from tests.test_http import server  # noqa: F401 - the fixture: a fault server, collected after each test
 from tests.test_http_hardening import Background, outcome_of
 
 MARGIN = 1.5  # what a bound may take beyond its deadline on a loaded machine
@@ -34,16 +34,6 @@ MARGIN = 1.5  # what a bound may take beyond its deadline on a loaded machine
 
 def http_workers() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("mcpcall-http-") and t.is_alive()]
-
-
-@pytest.fixture
-def server() -> Iterator[FaultServer]:
-    s = FaultServer().start()
-    try:
-        yield s
-    finally:
-        gc.collect()
-        s.stop()
 
 
 @pytest.fixture

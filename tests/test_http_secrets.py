@@ -9,11 +9,9 @@ were not redacted at all.
 
 from __future__ import annotations
 
-import gc
 import logging
 import socket
 import traceback
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,6 +19,7 @@ import pytest
 import mcpcall
 from mcpcall.config import make_transport, redact_url
 from tests.servers.http_fault_server import FaultServer
+from tests.test_http import server  # noqa: F401 - the fixture: a fault server, collected after each test
 
 PATH_KEY = "sk-SECRETpath0123456789abcdef"
 QUERY_KEY = "SECRETquery42"
@@ -74,16 +73,6 @@ def test_connection_refused_shows_no_secret(tail: str, transport: str, caplog: p
     assert "refused" in str(error), error
     assert isinstance(error.__cause__, Exception) and "ConnectionRefusedError" in str(error.__cause__)
     _assert_no_secret(_texts(error, caplog.records) + [repr(make_transport(url))])
-
-
-@pytest.fixture
-def server() -> Iterator[FaultServer]:
-    s = FaultServer().start()
-    try:
-        yield s
-    finally:
-        gc.collect()
-        s.stop()
 
 
 @pytest.mark.parametrize("protocol", ["legacy", "modern"])
