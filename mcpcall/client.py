@@ -400,9 +400,9 @@ class Client:
 
     def _as_task(self, call: Call, name: str) -> None:
         """Make ``call`` task-augmented: its Future yields a :class:`Task` (done at once if the server says so)."""
-        tasks, catalog = self._tasks, self._tools
+        tasks = self._tasks
         if self.era == "modern":
-            call.transform = lambda result, future: tasks.done_at_once(catalog.call_result(result, future))
+            call.transform = lambda result, future: tasks.done_at_once(result, name)
             call.on_task = lambda result, future: tasks.on_create(result, future, name)
             caps = self._negotiator.capabilities
             call.meta = {META_CAPABILITIES: {**caps, "extensions": {**caps.get("extensions", {}), TASKS_EXTENSION: {}}}}
@@ -413,9 +413,9 @@ class Client:
         if isinstance(tools, dict) and "call" in tools:  # 2025-11-25 tasks
             assert call.params is not None
             call.params["task"] = {}
-            call.transform = lambda result, future: tasks.on_legacy_result(result, name, lambda raw: catalog.parse(raw, name))
+            call.transform = lambda result, future: tasks.on_legacy_result(result, name)
         else:
-            call.transform = lambda result, future: tasks.done_at_once(catalog.call_result(result, future))
+            call.transform = lambda result, future: tasks.done_at_once(result, name)
 
     @overload
     def call_tool(self, name: str, arguments: Mapping[str, Any] | None = ..., *, timeout: float | None = ...,

@@ -112,13 +112,44 @@ class RequestFuture(Future):  # type: ignore[type-arg]
 
         super().add_done_callback(handoff)
 
+    #: A check of the result still to run (:meth:`check_on_read`), and the error it found.
+    #: Class defaults: a Future without a check pays nothing for them.
+    _check: Callable[[], None] | None = None
+    _check_error: BaseException | None = None
+
+    def check_on_read(self, check: Callable[[], None]) -> None:
+        """Have ``check()`` (it raises if the result is bad) run on the thread that first reads the result.
+
+        A check whose cost the server controls (``outputSchema``) then runs on
+        the caller's thread, not on the reader thread that completes the
+        Future, where it would hold up every other answer of the client. Its
+        error is what :meth:`result` raises and :meth:`exception` returns, for
+        every reader; two threads reading at once may both run it.
+        """
+        self._check = check
+
+    def _checked(self) -> BaseException | None:
+        check = self._check
+        if check is not None:
+            try:
+                check()
+            except Exception as exc:  # noqa: BLE001 - the result's own error, for every reader
+                self._check_error = exc
+            self._check = None  # after the error is set: a reader that sees None sees the verdict
+        return self._check_error
+
     def result(self, timeout: float | None = None) -> Any:
         """The result; waiting on the callbacks thread keeps that thread's queue running."""
         runner = self._runner
         if runner is not None and not self.done() and runner.in_callback_thread():
             runner.wait_for(self, timeout)
             timeout = 0
-        return super().result(timeout)
+        value = super().result(timeout)
+        if self._check is not None or self._check_error is not None:
+            error = self._checked()
+            if error is not None:
+                raise error
+        return value
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """The exception, as :meth:`result` waits."""
@@ -126,7 +157,10 @@ class RequestFuture(Future):  # type: ignore[type-arg]
         if runner is not None and not self.done() and runner.in_callback_thread():
             runner.wait_for(self, timeout)
             timeout = 0
-        return super().exception(timeout)
+        error = super().exception(timeout)
+        if error is None and not self.cancelled() and (self._check is not None or self._check_error is not None):
+            return self._checked()
+        return error
 
     def cancel(self) -> bool:
         """Cancel the request: the Future ends cancelled and the server is told to stop.

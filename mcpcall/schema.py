@@ -23,14 +23,17 @@ keyword applied (a ``$ref`` followed, an ``anyOf`` branch tried) and each
 pattern's estimated regex steps spend from it. A check over budget stops and the
 value passes unchecked (said once per schema), so neither a ``$ref`` fan-out
 (``2**N`` paths) nor many texts each just short enough can make a check unbounded.
+A check given a deadline (the call's) stops there too, the same way.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 from collections import OrderedDict
+from time import monotonic
 from typing import Any, Callable
 
 from .errors import ProtocolError, SchemaValidationError
@@ -46,7 +49,8 @@ _validators: OrderedDict[str, Any] = OrderedDict()  # canonical schema JSON -> v
 _lock = threading.Lock()
 
 #: ``check(instance)`` raises SchemaValidationError when the instance does not match.
-Check = Callable[[Any], None]
+#: ``check(value, deadline=math.inf)``: raises SchemaValidationError; stops unchecked at ``deadline`` (monotonic).
+Check = Callable[..., None]
 
 
 def _refuse(uri: str) -> Any:
@@ -83,7 +87,7 @@ def deeper_than(value: Any, limit: int) -> bool:
 class _Compiled:
     """A validator with what it cannot check, and whether that was said (once per schema)."""
 
-    __slots__ = ("said", "said_at_run", "said_over_budget", "skipped", "validator")
+    __slots__ = ("said", "said_at_run", "said_late", "said_over_budget", "skipped", "validator")
 
     def __init__(self, validator: Any, skipped: list[str]) -> None:
         self.validator = validator
@@ -91,6 +95,7 @@ class _Compiled:
         self.said = False
         self.said_at_run = False
         self.said_over_budget = False
+        self.said_late = False
 
 
 #: What checking one value may cost, in regex steps (see :data:`mcpcall.patterns.MAX_STEPS`); a keyword counts as
@@ -101,15 +106,34 @@ _KEYWORD_STEPS = 500
 _run = threading.local()  # .skipped: the patterns a check in progress on this thread could not apply; .budget
 
 
-class _Budget:
-    __slots__ = ("left",)
+#: Steps between two looks at the clock, when a check has a deadline.
+_CLOCK_STEPS = 200_000
 
-    def __init__(self, left: int) -> None:
+
+class _Budget:
+    __slots__ = ("clock_at", "deadline", "left")
+
+    def __init__(self, left: int, deadline: float) -> None:
         self.left = left
+        self.deadline = deadline
+        self.clock_at = left - _CLOCK_STEPS if deadline != math.inf else -1
+
+    def spend(self, steps: int) -> None:
+        self.left -= steps
+        if self.left < self.clock_at:
+            if self.left < 0:
+                raise _OverBudget()
+            self.clock_at = self.left - _CLOCK_STEPS
+            if monotonic() > self.deadline:
+                raise _OverDeadline()
 
 
 class _OverBudget(Exception):
     """The check of one value spent :data:`MAX_CHECK_STEPS`: it stops, and the value is not checked."""
+
+
+class _OverDeadline(_OverBudget):
+    """The check of one value reached the caller's deadline: it stops, and the value is not checked."""
 
 
 def _counted(keyword: Any) -> Any:
@@ -118,9 +142,7 @@ def _counted(keyword: Any) -> Any:
     def spend(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
         budget = getattr(_run, "budget", None)
         if budget is not None:
-            budget.left -= _KEYWORD_STEPS
-            if budget.left < 0:
-                raise _OverBudget()
+            budget.spend(_KEYWORD_STEPS)
         return keyword(validator, value, instance, schema)
 
     return spend
@@ -143,7 +165,7 @@ def _search(pattern: Any, text: Any) -> bool | None:
         if steps > budget.left:
             _skipped(pattern)  # over the check's budget: not applied (the rest of the value still is)
             return None
-        budget.left -= steps
+        budget.spend(steps)
     matched = search(pattern, text)
     if matched is None:
         _skipped(pattern)
@@ -339,12 +361,18 @@ def schema_check(schema: Any, *, what: str, tool: str, server: str, emit: Emit |
     validator = compiled.validator
     subject = "returned structured content" if what == "outputSchema" else "was given arguments"
 
-    def check(instance: Any) -> None:
+    def check(instance: Any, deadline: float = math.inf) -> None:
         skipped: list[str] = []
         _run.skipped = skipped
-        _run.budget = _Budget(MAX_CHECK_STEPS)
+        _run.budget = _Budget(MAX_CHECK_STEPS, deadline)
         try:
             error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
+        except _OverDeadline:
+            if not compiled.said_late:
+                compiled.said_late = True
+                say(log, logging.WARNING, "server %r: tool %r: a value passed its %s unchecked: the caller's deadline "
+                    "came before the check could finish (said once per schema)", server, tool, what)
+            return  # never a false "invalid"
         except _OverBudget:
             if not compiled.said_over_budget:
                 compiled.said_over_budget = True

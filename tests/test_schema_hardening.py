@@ -284,4 +284,4 @@ def test_a_call_returns_by_its_deadline_whatever_the_check_costs_and_logs_off_th
     assert "within True" in out, out
     assert "returned" in out or "timeout True" in out
     said = out.split("threads ")[1]
-    assert "mcpcall-callbacks" in said and "reader" not in said, out
+    assert "MainThread" in said and "reader" not in said, out  # checked, and said, on the caller's thread

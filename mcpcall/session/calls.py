@@ -372,8 +372,8 @@ class Caller:
     def wait(self, future: Future[Any]) -> Any:
         """The result, once the progress callbacks queued before it have run (within the call's deadline)."""
         # Every request has a deadline on the scheduler; this wait ends by it too (with a little grace for the
-        # dispatcher's own timeout to win): a result's transform (the outputSchema check, on the reader thread)
-        # runs after the request left the pending map, and must not make the caller wait past its deadline.
+        # dispatcher's own timeout to win): a result's transform (parsing it, on the reader thread; the outputSchema check
+        # runs on the thread that reads the result) runs after the request left the pending map.
         call = getattr(future, "context", None)
         deadline = call.deadline if isinstance(call, Call) else math.inf
         left = None if deadline == math.inf else max(0.0, deadline + _WAIT_GRACE - monotonic())

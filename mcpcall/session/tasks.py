@@ -186,7 +186,7 @@ class Task:
 class Tasks:
     """The tasks of one client: creating handles, polling, answering input, finishing."""
 
-    def __init__(self, caller: Caller, parse_result: Callable[[dict[str, Any], str], CallToolResult]) -> None:
+    def __init__(self, caller: Caller, parse_result: Callable[[dict[str, Any], str, Any], CallToolResult]) -> None:
         self.caller = caller
         self.name = caller.name
         self._parse_result = parse_result
@@ -205,11 +205,11 @@ class Tasks:
         self._advance(task, status)
         return task
 
-    def on_legacy_result(self, result: dict[str, Any], tool: str, parse: Callable[[dict[str, Any]], CallToolResult]) -> Task:
+    def on_legacy_result(self, result: dict[str, Any], tool: str) -> Task:
         """The transform of a legacy task-augmented ``tools/call`` (reader thread)."""
         created = result.get("task")
         if not isinstance(created, dict):
-            return self.done_at_once(parse(result))  # the server ran it at once
+            return self.done_at_once(result, tool)  # the server ran it at once
         status = parse_task_status(created, self.name)
         task = Task(self, tool, status, legacy=True)
         with self._lock:
@@ -238,7 +238,7 @@ class Tasks:
 
     def _finish_with(self, task: Task, raw: dict[str, Any]) -> None:
         try:
-            result = self._parse_result(raw, task.tool)
+            result = self._parse_result(raw, task.tool, task._future)  # outputSchema: checked where it is read
         except BaseException as exc:  # noqa: BLE001 - the task's Future carries it
             _fail(task._future, exc)
             return
@@ -248,10 +248,10 @@ class Tasks:
         with contextlib.suppress(InvalidStateError):
             task._future.set_result(result)
 
-    def done_at_once(self, result: CallToolResult) -> Task:
-        """The server answered the call itself: a handle that is already done."""
-        task = Task(self, result.tool, None)
-        task._future.set_result(result)
+    def done_at_once(self, raw: dict[str, Any], tool: str) -> Task:
+        """The server answered the call itself: a handle that is already done (``outputSchema``: checked where read)."""
+        task = Task(self, tool, None)
+        task._future.set_result(self._parse_result(raw, tool, task._future))
         return task
 
     def _forget(self, task_id: str) -> None:

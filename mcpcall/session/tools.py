@@ -176,14 +176,20 @@ class ToolCatalog:
             check(dict(arguments))
 
     def call_result(self, result: dict[str, Any], future: RequestFuture) -> CallToolResult:
-        """The transform of ``tools/call`` (reader thread): parse, then check ``outputSchema``."""
+        """The transform of ``tools/call`` (reader thread): parse; ``outputSchema`` is checked where the result is read."""
         call = future.context
         params = getattr(call, "params", None)
         name = params.get("name", "") if isinstance(params, dict) else ""
-        return self.parse(result, name)
+        return self.parse(result, name, future)
 
-    def parse(self, result: dict[str, Any], name: str) -> CallToolResult:
-        """A ``tools/call`` result of tool ``name``, checked against its ``outputSchema``."""
+    def parse(self, result: dict[str, Any], name: str, future: Any = None) -> CallToolResult:
+        """A ``tools/call`` result of tool ``name``, checked against its ``outputSchema``.
+
+        With ``future`` (a :class:`RequestFuture`), the check runs when its
+        result is first read, on the reading thread (see
+        :meth:`RequestFuture.check_on_read`), and stops unchecked at the call's
+        deadline; without one, here and now.
+        """
         parsed = parse_call_result(result, name, self.name)
         if self.validate_output and not parsed.is_error:
             check = self._output_checks.get(name)
@@ -192,5 +198,11 @@ class ToolCatalog:
                     raise ProtocolError(
                         f"server {self.name!r}: tool {name!r} declares an outputSchema but returned no structured content"
                     )
-                check(parsed.structured_content)
+                content = parsed.structured_content
+                if isinstance(future, RequestFuture):
+                    # On the reader's thread, by the call's own deadline (a task's result: by the budget alone).
+                    deadline = getattr(future.context, "deadline", math.inf)
+                    future.check_on_read(lambda: check(content, deadline))
+                else:
+                    check(content)
         return parsed
