@@ -91,8 +91,9 @@ def test_exit_codes(args: list[str], code: int, capsys: pytest.CaptureFixture[st
     ("args", "message"),
     [
         # Each was taken silently: "info extra" ran info, "a=2 a=3" sent a=3, --timeout 0 spoke of math.inf.
-        (["info", "extra"], "info takes no arguments; got 'extra'"),
-        (["tools", "x", "y"], "tools takes no arguments"),
+        (["info", "extra"], "info [SERVER]: 'extra' is not a server: no config names it"),
+        (["tools", "demo"], "tools [SERVER]: 'demo' is not a server"),  # it once said "takes no arguments"
+        (["tools", "x", "y"], "tools takes one SERVER at most; got 'x' 'y'"),
         (["call", "add", "a=2", "a=3", "b=1"], "argument 'a' is given twice"),
         (["--timeout", "0", "tools"], "--timeout: must be a positive number of seconds (or inf for none), not '0'"),
         (["--timeout", "soon", "tools"], "not 'soon'"),

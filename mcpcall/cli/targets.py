@@ -178,12 +178,12 @@ def pick_target(command: str, before: str | None, rest: list[str], configs: Conf
         return (target or _adhoc(before)), rest
     if command in ONE_OPTIONAL_SERVER:
         if len(rest) > 1:
-            raise UsageError(f"{command} takes no arguments but a SERVER; got {' '.join(map(repr, rest))}")
+            raise UsageError(f"{command} takes one SERVER at most; got {' '.join(map(repr, rest))}")
         if rest:
             target = _named(rest[0], configs, command)
             if target is None:
-                raise UsageError(f"{command} takes no arguments; got {rest[0]!r} "
-                                  "(a SERVER is a config server, a URL or a command line)")
+                raise UsageError(f"{command} [SERVER]: {rest[0]!r} is not a server: no config names it, and it is "
+                                 "neither a URL nor a command line (without a SERVER: see mcpcall --help)")
             return target, []
         return _default(command, configs), []
     if command == "read":
