@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from typing import Any, Callable
 
 from ..forking import on_fork_in_child
+from ._lookups import resolve
 
 __all__ = ["Exchange", "Sending", "current_exchange", "current_sending", "sending", "track_session", "tracked_pool_classes"]
 
@@ -51,7 +52,7 @@ def _shut(sock: Any) -> None:
 class Exchange:
     """One request's HTTP traffic; ``abort()`` is safe from any thread, any time, more than once."""
 
-    __slots__ = ("_on_abort", "_outer", "_sockets", "aborted", "connected", "label")
+    __slots__ = ("_on_abort", "_outer", "_sockets", "aborted", "connected", "label", "unresolved")
 
     def __init__(self, label: Any = None) -> None:
         self.label = label
@@ -59,6 +60,8 @@ class Exchange:
         self.aborted = threading.Event()
         #: True once one of its sockets was connected (TCP, and TLS for https): the server was reached.
         self.connected = False
+        #: The host whose name lookup it waits for; still set if it gave up before the lookup ended.
+        self.unresolved: str | None = None
         self._sockets: list[Any] = []
         self._on_abort: list[Callable[[], None]] = []
         self._outer: Exchange | None = None  # the thread's exchange around this one (a reply POSTed by a worker)
@@ -220,9 +223,11 @@ def _wait_connected(sock: socket.socket, timeout: float | None) -> None:
 def _open_socket(connection: Any, exchange: Exchange) -> socket.socket:
     """urllib3's ``create_connection``, with each socket in ``exchange`` before its connect starts.
 
-    The connect is started without blocking, and only then is the exchange
-    looked at: an abort from then on shuts a socket that is connecting (which
-    wakes the wait), and one before is seen here. Either way the connect ends.
+    The host name is looked up on a helper thread that an abort or the connect
+    timeout stops waiting for (:func:`._lookups.resolve`). The connect is started
+    without blocking, and only then is the exchange looked at: an abort from
+    then on shuts a socket that is connecting (which wakes the wait), and one
+    before is seen here. Either way the connect ends.
     """
     from urllib3.exceptions import LocationParseError
     from urllib3.util.connection import allowed_gai_family
@@ -237,7 +242,7 @@ def _open_socket(connection: Any, exchange: Exchange) -> socket.socket:
     timeout = connection.timeout if connection.timeout is None or isinstance(connection.timeout, (int, float)) \
         else socket.getdefaulttimeout()
     error: OSError | None = None
-    for family, kind, proto, _, address in socket.getaddrinfo(host, port, allowed_gai_family(), socket.SOCK_STREAM):
+    for family, kind, proto, _, address in resolve(exchange, timeout, host, port, allowed_gai_family(), socket.SOCK_STREAM):
         sock = None
         try:
             sock = socket.socket(family, kind, proto)

@@ -1,0 +1,207 @@
+"""A name lookup and a SOCKS proxy are as abortable as a TCP connect (issue 16, item 4, what was left).
+
+``socket.getaddrinfo`` ran on the worker thread: a resolver that hangs (a dead
+DNS server) held the request past its deadline, and neither the deadline, a
+cancel nor ``close()`` could stop it. The hanging resolver here is
+``socket.getaddrinfo`` replaced in this process: a lookup of ``slow.invalid``
+blocks until the test ends, one of ``mcp.test`` answers ``127.0.0.1``.
+
+Through a ``socks5://`` proxy, urllib3's SOCKS connections kept their sockets to
+themselves: an abort could not reach a proxy that accepts and then stalls. The
+proxy here is a tiny SOCKS5 server in this file.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import mcpcall
+from mcpcall.config import make_transport
+from mcpcall.transports import _lookups
+from mcpcall.transports._exchanges import Exchange
+from tests.conftest import wait_until
+from tests.servers.http_fault_server import FaultServer
+from tests.test_http import server  # noqa: F401 - the fixture: a fault server, collected after each test
+from tests.test_http_hardening import Background, outcome_of
+
+MARGIN = 1.5  # what a bound may take beyond its deadline on a loaded machine
+
+
+def http_workers() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("mcpcall-http-") and t.is_alive()]
+
+
+def lookup_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == _lookups.THREAD_NAME and t.is_alive()]
+
+
+class Resolver:
+    """``socket.getaddrinfo`` for this process: ``slow.invalid`` hangs, ``mcp.test`` is 127.0.0.1."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+        self.hanging = 0  # lookups of slow.invalid under way
+        self.calls: list[tuple[str, str]] = []  # (host, the thread that looked it up)
+        self.hang_too: set[str] = set()  # more names that hang from now on
+
+    def __call__(self, host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        with self.lock:
+            self.calls.append((str(host), threading.current_thread().name))
+        if host == "slow.invalid" or host in self.hang_too:
+            with self.lock:
+                self.hanging += 1
+            try:
+                self.release.wait(30)
+            finally:
+                with self.lock:
+                    self.hanging -= 1
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        if host == "mcp.test":
+            host = "127.0.0.1"
+        return self.real(host, port, *args, **kwargs)
+
+    def threads_that_looked_up(self, host: str) -> set[str]:
+        with self.lock:
+            return {name for looked_up, name in self.calls if looked_up == host}
+
+
+@pytest.fixture
+def resolver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Resolver]:
+    fake = Resolver(socket.getaddrinfo)
+    monkeypatch.setattr(socket, "getaddrinfo", fake)
+    try:
+        yield fake
+    finally:
+        fake.release.set()  # the helpers still looking up finish now (the leak check waits for them)
+        assert wait_until(lambda: fake.hanging == 0), "a hanging lookup did not end"
+
+
+def name_url(server: FaultServer, host: str) -> str:
+    return f"http://{host}:{server.port}/mcp"
+
+
+# -- a lookup that hangs ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("protocol", ["auto", "modern", "legacy"])
+def test_connect_through_a_hanging_lookup_ends_at_its_deadline(resolver: Resolver, protocol: str) -> None:
+    # connect(timeout=1) waited for the resolver (here: forever) on the worker thread; close() then waited
+    # 5 s for the worker, and left it alive.
+    _, error, took = outcome_of(mcpcall.connect, "http://slow.invalid:9/mcp", timeout=1, protocol=protocol)
+    assert isinstance(error, mcpcall.RequestTimeout), error
+    assert took < 1 + MARGIN, f"connect(timeout=1) took {took:.1f} s"
+    text = str(error)
+    assert "slow.invalid" in text and "name lookup" in text and "within 1 s" in text, text
+    assert http_workers() == []
+    assert resolver.hanging >= 1  # it did reach the resolver, which is still stuck
+
+
+def test_the_connect_timeout_ends_a_hanging_lookup(resolver: Resolver) -> None:
+    # Within the request's deadline, the lookup still ends at connect_timeout, as a TCP connect does.
+    transport = make_transport("http://slow.invalid:9/mcp", http={"connect_timeout": 0.5})
+    _, error, took = outcome_of(mcpcall.Client(transport, timeout=20, protocol="legacy").connect)
+    assert isinstance(error, mcpcall.ConnectionClosed), error
+    assert took < 0.5 + MARGIN, f"connect() with connect_timeout=0.5 took {took:.1f} s"
+    text = str(error)
+    assert "slow.invalid" in text and "name lookup of its host did not finish within 0.5 s" in text, text
+
+
+def test_close_ends_a_connect_in_a_hanging_lookup(resolver: Resolver) -> None:
+    transport = make_transport({"url": "http://slow.invalid:9/mcp"})
+    client = mcpcall.Client(transport, timeout=30, protocol="legacy")
+    job = Background(client.connect)
+    try:
+        assert wait_until(lambda: resolver.hanging >= 1), "connect() never started its lookup"
+        _, error, took = outcome_of(client.close)
+        assert error is None and took < MARGIN, f"close() took {took:.1f} s ({error})"
+        assert job.done_within(MARGIN), "connect() still waits after close()"
+        assert isinstance(job.error, mcpcall.ConnectionClosed), job.error
+        assert http_workers() == []
+    finally:
+        client.close()
+        job.done_within(30)
+
+
+@pytest.mark.parametrize("protocol", ["modern", "legacy"])
+def test_cancel_and_timeout_end_a_call_in_a_hanging_lookup(server: FaultServer, resolver: Resolver, protocol: str) -> None:
+    # A connected client whose next request needs a new connection, whose lookup hangs.
+    client = mcpcall.connect(name_url(server, "mcp.test"), timeout=10, protocol=protocol)
+    transport: Any = client.transport
+    try:
+        assert client.call_tool("echo", {"message": "hi"}).text == "hi"
+        resolver.hang_too.add("mcp.test")
+        server._httpd.cut_connections()  # the pooled connection is gone: the next request connects anew
+        future = client.call_tool_future("echo", {"message": "hi"}, timeout=30)
+        assert wait_until(lambda: resolver.hanging >= 1), "the call never started its lookup"
+        future.cancel()
+        assert wait_until(lambda: not transport._exchanges, timeout=MARGIN), "the cancelled call still waits"
+        _, error, took = outcome_of(client.call_tool, "echo", {"message": "hi"}, timeout=1)
+        assert isinstance(error, mcpcall.RequestTimeout), error
+        assert took < 1 + MARGIN, f"call_tool(timeout=1) took {took:.1f} s"
+        assert "name lookup of 'mcp.test'" in str(error), error
+        assert wait_until(lambda: not transport._exchanges, timeout=MARGIN), "the call's lookup goes on"
+    finally:
+        _, error, took = outcome_of(client.close)
+        assert error is None and took < 2 + MARGIN, f"close() took {took:.1f} s ({error})"
+
+
+def test_a_lookup_that_works_goes_through_a_helper(server: FaultServer, resolver: Resolver) -> None:
+    with mcpcall.connect(name_url(server, "mcp.test"), timeout=10) as client:
+        assert client.call_tool("echo", {"message": "hi"}).text == "hi"
+    assert resolver.threads_that_looked_up("mcp.test") == {_lookups.THREAD_NAME}
+
+
+def test_an_ip_address_starts_no_lookup_thread(server: FaultServer, resolver: Resolver) -> None:
+    # The common case (127.0.0.1) costs nothing more: getaddrinfo of an address runs on the worker itself.
+    started: list[str] = []
+    real_start = threading.Thread.start
+
+    def start(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        real_start(thread)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(threading.Thread, "start", start)
+        with mcpcall.connect(server.url, timeout=10) as client:
+            assert client.call_tool("echo", {"message": "hi"}).text == "hi"
+    assert _lookups.THREAD_NAME not in started, started
+    looked_up_by = resolver.threads_that_looked_up("127.0.0.1")
+    assert looked_up_by and all(name.startswith("mcpcall-http-") for name in looked_up_by), looked_up_by
+
+
+def test_hanging_lookups_do_not_pile_up_threads(resolver: Resolver) -> None:
+    # Three times as many requests as helpers, all to a host whose lookups hang: LIMIT helpers, the rest wait
+    # in line; every one of them gives up at its abort, and those still in line never reach the resolver.
+    count = 3 * _lookups.LIMIT
+    exchanges = [Exchange(i) for i in range(count)]
+    jobs = [Background(_lookups.resolve, exchange, 30, "slow.invalid", 80) for exchange in exchanges]
+    assert wait_until(lambda: resolver.hanging == _lookups.LIMIT), resolver.hanging
+    assert wait_until(lambda: all(exchange.unresolved == "slow.invalid" for exchange in exchanges))
+    assert len(lookup_threads()) == _lookups.LIMIT
+    for exchange in exchanges:
+        exchange.abort()
+    for job in jobs:
+        assert job.done_within(MARGIN), "an aborted lookup still waits"
+        assert isinstance(job.error, ConnectionAbortedError), job.error
+    assert resolver.hanging == _lookups.LIMIT  # the helpers are still stuck: nobody waits for them any more
+    resolver.release.set()
+    assert wait_until(lambda: lookup_threads() == [] and _lookups._HELPERS.running() == 0)
+    assert len(resolver.threads_that_looked_up("slow.invalid")) == 1  # all on helpers ...
+    assert len([call for call in resolver.calls if call[0] == "slow.invalid"]) == _lookups.LIMIT  # ... none after
+
+
+def test_a_lookup_that_outlasts_its_timeout_raises_at_once(resolver: Resolver) -> None:
+    exchange = Exchange("timeout")
+    started = time.monotonic()
+    with pytest.raises(_lookups.LookupTimeout, match="within 0.3 s"):
+        _lookups.resolve(exchange, 0.3, "slow.invalid", 80)
+    assert time.monotonic() - started < 0.3 + MARGIN
+    assert exchange.unresolved == "slow.invalid"
