@@ -13,7 +13,11 @@ proxy here is a tiny SOCKS5 server in this file.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import importlib.util
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -28,6 +32,7 @@ from mcpcall.transports._exchanges import Exchange
 from tests.conftest import wait_until
 from tests.servers.http_fault_server import FaultServer
 from tests.test_http import server  # noqa: F401 - the fixture: a fault server, collected after each test
+from tests.test_http_abort import ca_file, silent_tls  # noqa: F401 - fixtures
 from tests.test_http_hardening import Background, outcome_of
 
 MARGIN = 1.5  # what a bound may take beyond its deadline on a loaded machine
@@ -205,3 +210,204 @@ def test_a_lookup_that_outlasts_its_timeout_raises_at_once(resolver: Resolver) -
         _lookups.resolve(exchange, 0.3, "slow.invalid", 80)
     assert time.monotonic() - started < 0.3 + MARGIN
     assert exchange.unresolved == "slow.invalid"
+
+
+# -- a SOCKS5 proxy -----------------------------------------------------------------------------------------
+
+
+class Socks5:
+    """A SOCKS5 proxy on 127.0.0.1, port 0: no authentication, CONNECT only, relayed both ways.
+
+    ``stall=True``: it answers the greeting, reads the CONNECT and never answers it.
+    """
+
+    def __init__(self, *, stall: bool = False) -> None:
+        self.stall = stall
+        self.stopped = threading.Event()
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = int(self.listener.getsockname()[1])
+        self.url = f"socks5://127.0.0.1:{self.port}"
+        self.lock = threading.Lock()
+        self.targets: list[tuple[str, int]] = []  # what each CONNECT asked for
+        self._sockets: list[socket.socket] = []
+        self._threads: list[threading.Thread] = []
+        self._spawn(self._accept)
+
+    def _spawn(self, target: Any, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, name="test-socks5", daemon=True)
+        with self.lock:
+            self._threads.append(thread)
+        thread.start()
+
+    def _keep(self, sock: socket.socket) -> socket.socket:
+        with self.lock:
+            self._sockets.append(sock)
+        return sock
+
+    def _accept(self) -> None:
+        while not self.stopped.is_set():
+            ready, _, _ = select_read([self.listener], 0.1)
+            if ready:
+                conn, _ = self.listener.accept()
+                self._spawn(self._serve, self._keep(conn))
+
+    def _serve(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            reader = conn.makefile("rb")
+            _, methods = reader.read(2)
+            reader.read(methods)
+            conn.sendall(b"\x05\x00")  # no authentication
+            _, command, _, kind = reader.read(4)
+            if kind == 1:
+                host = socket.inet_ntoa(reader.read(4))
+            elif kind == 3:
+                host = reader.read(reader.read(1)[0]).decode()
+            else:
+                host = socket.inet_ntop(socket.AF_INET6, reader.read(16))
+            port = int.from_bytes(reader.read(2), "big")
+            with self.lock:
+                self.targets.append((host, port))
+            if self.stall or command != 1:
+                self.stopped.wait(30)
+                return
+            upstream = self._keep(socket.create_connection((host, port), timeout=5))
+            conn.sendall(b"\x05\x00\x00\x01" + socket.inet_aton("127.0.0.1") + upstream.getsockname()[1].to_bytes(2, "big"))
+            self._relay(conn, upstream)
+
+    def _relay(self, a: socket.socket, b: socket.socket) -> None:
+        while not self.stopped.is_set():
+            ready, _, _ = select_read([a, b], 0.1)
+            for sock in ready:
+                data = sock.recv(65536)
+                if not data:
+                    return
+                (b if sock is a else a).sendall(data)
+
+    def asked(self) -> list[tuple[str, int]]:
+        with self.lock:
+            return list(self.targets)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        with self.lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(5)
+        with self.lock:
+            sockets = list(self._sockets)
+        for sock in [self.listener, *sockets]:
+            sock.close()
+
+
+def select_read(sockets: list[socket.socket], timeout: float) -> tuple[list[Any], list[Any], list[Any]]:
+    import select
+
+    return select.select(sockets, [], [], timeout)
+
+
+@pytest.fixture
+def relay() -> Iterator[Socks5]:
+    proxy = Socks5()
+    try:
+        yield proxy
+    finally:
+        gc.collect()  # an error held in a cycle keeps a closed client's pooled sockets open
+        proxy.stop()
+
+
+@pytest.fixture
+def stalling() -> Iterator[Socks5]:
+    proxy = Socks5(stall=True)
+    try:
+        yield proxy
+    finally:
+        gc.collect()
+        proxy.stop()
+
+
+needs_pysocks = pytest.mark.skipif(importlib.util.find_spec("socks") is None, reason="PySocks is not installed")
+
+
+@needs_pysocks
+@pytest.mark.parametrize(("scheme", "host", "proxy_sees"), [
+    ("socks5", "127.0.0.1", "127.0.0.1"),
+    ("socks5", "mcp.test", "127.0.0.1"),  # the client resolves (through a lookup helper)
+    ("socks5h", "mcp.test", "mcp.test"),  # the proxy resolves
+])
+@pytest.mark.parametrize("protocol", ["modern", "legacy"])
+def test_calls_through_a_socks_proxy_work(server: FaultServer, relay: Socks5, resolver: Resolver, scheme: str, host: str,
+                                          proxy_sees: str, protocol: str) -> None:
+    proxy = relay.url.replace("socks5", scheme, 1)
+    with mcpcall.connect(name_url(server, host), timeout=10, protocol=protocol, proxies={"http": proxy}) as client:
+        assert client.call_tool("echo", {"message": "hi"}).text == "hi"
+        transport: Any = client.transport
+        managers = transport._session.get_adapter(transport.url).proxy_manager.values()
+        pools = [manager.pools[key] for manager in managers for key in manager.pools.keys()]
+        assert pools and all(type(pool).__name__ == "_SOCKSPool" for pool in pools), pools
+    assert (proxy_sees, server.port) in relay.asked()
+    assert set(relay.asked()) == {(proxy_sees, server.port)}
+    looked_up_by = resolver.threads_that_looked_up("mcp.test")
+    assert not any(name.startswith("mcpcall-http-") for name in looked_up_by), looked_up_by  # never on the worker
+
+
+@needs_pysocks
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
+def test_connect_through_a_stalling_socks_proxy_ends_at_its_deadline(stalling: Socks5, protocol: str) -> None:
+    # The SOCKS negotiation ran inside PySocks, on a socket no exchange knew: connect(timeout=1) took 1 s + 5 s
+    # of close() waiting for the worker, which lived on until the proxy's answer or connect_timeout.
+    _, error, took = outcome_of(mcpcall.connect, "http://127.0.0.1:9/mcp", timeout=1, protocol=protocol,
+                                proxies={"http": stalling.url})
+    assert isinstance(error, mcpcall.RequestTimeout), error
+    assert took < 1 + MARGIN, f"connect(timeout=1) took {took:.1f} s"
+    assert stalling.asked() and all(target == ("127.0.0.1", 9) for target in stalling.asked())
+    assert http_workers() == []
+
+
+@needs_pysocks
+def test_close_ends_a_connect_stalled_in_the_socks_negotiation(stalling: Socks5) -> None:
+    transport = make_transport("http://127.0.0.1:9/mcp", http={"proxies": {"http": stalling.url}})
+    client = mcpcall.Client(transport, timeout=30, protocol="legacy")
+    job = Background(client.connect)
+    try:
+        assert wait_until(lambda: bool(stalling.asked())), "connect() never reached the proxy"
+        _, error, took = outcome_of(client.close)
+        assert error is None and took < MARGIN, f"close() took {took:.1f} s ({error})"
+        assert job.done_within(MARGIN), "connect() still waits after close()"
+        assert isinstance(job.error, mcpcall.ConnectionClosed), job.error
+        assert http_workers() == []
+    finally:
+        client.close()
+        job.done_within(30)
+
+
+@needs_pysocks
+def test_a_socks_proxy_that_stops_accepting_ends_at_the_deadline(server: FaultServer) -> None:
+    # The TCP connect to the proxy itself: a blocking connect inside PySocks, out of the exchange's reach.
+    server.stop_accepting()
+    proxy = f"socks5://127.0.0.1:{server.port}"
+    _, error, took = outcome_of(mcpcall.connect, "http://127.0.0.1:9/mcp", timeout=1, protocol="legacy",
+                                proxies={"http": proxy})
+    assert isinstance(error, mcpcall.RequestTimeout), error
+    assert took < 1 + MARGIN, f"connect(timeout=1) took {took:.1f} s"
+    assert http_workers() == []
+
+
+@needs_pysocks
+def test_a_tls_handshake_through_a_socks_proxy_ends_at_the_deadline(relay: Socks5, silent_tls: int, ca_file: str) -> None:
+    # The proxy connects to a listener that never accepts: the ClientHello goes unanswered.
+    _, error, took = outcome_of(mcpcall.connect, f"https://127.0.0.1:{silent_tls}/mcp", timeout=1, protocol="legacy",
+                                verify=ca_file, proxies={"https": relay.url})
+    assert isinstance(error, mcpcall.RequestTimeout), error
+    assert took < 1 + MARGIN, f"connect(timeout=1) took {took:.1f} s"
+    assert relay.asked() == [("127.0.0.1", silent_tls)]
+    assert http_workers() == []
+
+
+def test_without_pysocks_socks_pools_are_left_as_they_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcpcall.transports import _socks
+
+    monkeypatch.setattr(_socks, "_classes", {})
+    monkeypatch.setitem(sys.modules, "socks", None)  # import socks raises ImportError
+    assert _socks.socks_pool_classes() is None

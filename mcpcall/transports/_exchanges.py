@@ -220,14 +220,64 @@ def _wait_connected(sock: socket.socket, timeout: float | None) -> None:
         raise OSError(code, os.strerror(code))
 
 
+def connect_timeout(connection: Any) -> float | None:
+    """The connect timeout of a urllib3 connection, in seconds (None: none)."""
+    timeout = connection.timeout
+    return timeout if timeout is None or isinstance(timeout, (int, float)) else socket.getdefaulttimeout()
+
+
+def connect_socket(sock: socket.socket, address: Any, exchange: Exchange, timeout: float | None) -> None:
+    """Connect ``sock``, already in ``exchange``, to ``address`` within ``timeout``; an abort ends it at once.
+
+    The connect is started without blocking, and only then is the exchange
+    looked at: an abort from then on shuts a socket that is connecting (which
+    wakes the wait), and one before is seen here. Either way the connect ends.
+    ``socket.socket``'s own methods are used: a subclass (PySocks') redefines them.
+    """
+    socket.socket.setblocking(sock, False)
+    code = socket.socket.connect_ex(sock, address)
+    if exchange.aborted.is_set():
+        raise OSError(errno.ECONNABORTED, "the exchange was aborted")
+    if code not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
+        raise OSError(code, os.strerror(code))
+    if code:
+        _wait_connected(sock, timeout)
+    if exchange.aborted.is_set():
+        raise OSError(errno.ECONNABORTED, "the exchange was aborted")
+    socket.socket.settimeout(sock, timeout)
+
+
+def track_socket(connection: Any, exchange: Exchange, sock: socket.socket) -> None:
+    """``sock`` is the new socket of ``connection``: in ``exchange`` (and taken out when the pool takes it back)."""
+    exchange.attach(sock)
+    connection._mcpcall_exchange = exchange  # so that the pool's _put_conn takes it back out
+    connection._mcpcall_sock = sock
+
+
+def untrack_socket(connection: Any, sock: socket.socket) -> None:
+    """``sock`` failed to connect: out of the exchange, and closed."""
+    _untrack(connection)
+    sock.close()
+
+
+def before_handshake(connection: Any, exchange: Exchange, sock: socket.socket) -> None:
+    """For an https connection: a second descriptor of ``sock`` in ``exchange``, so abort() ends the TLS handshake.
+
+    Wrapping for TLS detaches the descriptor from ``sock`` (its shutdown then does nothing).
+    ``_Tracking.connect`` closes it when the handshake is over.
+    """
+    if hasattr(connection, "ssl_context"):
+        handle = socket.fromfd(sock.fileno(), sock.family, sock.type, sock.proto)
+        connection._mcpcall_handshake = handle
+        exchange.attach(handle)
+
+
 def _open_socket(connection: Any, exchange: Exchange) -> socket.socket:
     """urllib3's ``create_connection``, with each socket in ``exchange`` before its connect starts.
 
     The host name is looked up on a helper thread that an abort or the connect
-    timeout stops waiting for (:func:`._lookups.resolve`). The connect is started
-    without blocking, and only then is the exchange looked at: an abort from
-    then on shuts a socket that is connecting (which wakes the wait), and one
-    before is seen here. Either way the connect ends.
+    timeout stops waiting for (:func:`._lookups.resolve`); the connect is
+    :func:`connect_socket`.
     """
     from urllib3.exceptions import LocationParseError
     from urllib3.util.connection import allowed_gai_family
@@ -239,8 +289,7 @@ def _open_socket(connection: Any, exchange: Exchange) -> socket.socket:
         host.encode("idna")
     except UnicodeError:
         raise LocationParseError(f"'{host}', label empty or too long") from None
-    timeout = connection.timeout if connection.timeout is None or isinstance(connection.timeout, (int, float)) \
-        else socket.getdefaulttimeout()
+    timeout = connect_timeout(connection)
     error: OSError | None = None
     for family, kind, proto, _, address in resolve(exchange, timeout, host, port, allowed_gai_family(), socket.SOCK_STREAM):
         sock = None
@@ -250,32 +299,14 @@ def _open_socket(connection: Any, exchange: Exchange) -> socket.socket:
                 sock.setsockopt(*option)
             if connection.source_address:
                 sock.bind(connection.source_address)
-            exchange.attach(sock)
-            connection._mcpcall_exchange = exchange  # so that the pool's _put_conn takes it back out
-            connection._mcpcall_sock = sock
-            sock.setblocking(False)
-            code = sock.connect_ex(address)
-            if exchange.aborted.is_set():
-                raise OSError(errno.ECONNABORTED, "the exchange was aborted")
-            if code not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
-                raise OSError(code, os.strerror(code))
-            if code:
-                _wait_connected(sock, timeout)
-            if exchange.aborted.is_set():
-                raise OSError(errno.ECONNABORTED, "the exchange was aborted")
-            sock.settimeout(timeout)
-            if hasattr(connection, "ssl_context"):
-                # Wrapping for TLS detaches the descriptor from ``sock`` (its shutdown then does nothing):
-                # a second descriptor of the same connection lets abort() end the handshake.
-                handle = sock.dup()
-                connection._mcpcall_handshake = handle
-                exchange.attach(handle)
+            track_socket(connection, exchange, sock)
+            connect_socket(sock, address, exchange, timeout)
+            before_handshake(connection, exchange, sock)
             return sock
         except OSError as exc:
             error = exc
             if sock is not None:
-                _untrack(connection)
-                sock.close()
+                untrack_socket(connection, sock)
     if error is not None:
         try:
             raise error
@@ -391,7 +422,7 @@ _adapter_class: list[Any] = []
 
 
 def tracked_adapter(**options: Any) -> Any:
-    """A ``requests`` adapter whose connections (direct or through an HTTP proxy) use the tracked pools."""
+    """A ``requests`` adapter whose connections (direct, through an HTTP or a SOCKS proxy) use the tracked pools."""
     if not _adapter_class:
         from requests.adapters import HTTPAdapter
 
@@ -401,9 +432,15 @@ def tracked_adapter(**options: Any) -> Any:
                 self.poolmanager.pool_classes_by_scheme = tracked_pool_classes()
 
             def proxy_manager_for(self, proxy: Any, **kwargs: Any) -> Any:
-                manager = super().proxy_manager_for(proxy, **kwargs)
-                if not str(proxy).lower().startswith("socks"):  # SOCKS pools have connection classes of their own
+                manager = super().proxy_manager_for(proxy, **kwargs)  # without PySocks, a SOCKS URL is refused here
+                if not str(proxy).lower().startswith("socks"):
                     manager.pool_classes_by_scheme = tracked_pool_classes()
+                else:  # SOCKS pools have connection classes of their own
+                    from ._socks import socks_pool_classes
+
+                    classes = socks_pool_classes()
+                    if classes is not None:
+                        manager.pool_classes_by_scheme = classes
                 return manager
 
         _adapter_class.append(TrackedAdapter)
