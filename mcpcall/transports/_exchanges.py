@@ -5,10 +5,11 @@ The urllib3 connections that mcpcall's sessions use record every socket they
 open or reuse for it in that exchange — a new socket as soon as it exists,
 before its TCP connect starts — and the pool takes it back out when the
 connection returns to the pool. :meth:`Exchange.abort` then shuts exactly the
-sockets of that request — while it connects (TCP or the TLS handshake), before
-its response headers, while its body streams, and on a close-delimited stream
-that ``http.client`` has already detached from its connection — and sets an
-event that ends any wait (a ``retry:`` delay). It never closes a response,
+sockets of that request — while it connects (TCP, a SOCKS proxy's
+negotiation, the TLS handshake), before its response headers, while its body
+streams, and on a close-delimited stream that ``http.client`` has already
+detached from its connection — and sets an event that ends any wait (a
+``retry:`` delay, a name lookup: :mod:`._lookups`). It never closes a response,
 never takes a lock another thread holds while doing I/O, and never touches a
 socket another request picked up next: the worker that owns the response
 closes it.

@@ -87,10 +87,12 @@ class _Helpers:
             self._threads += 1
         try:
             threading.Thread(target=self._serve, name=THREAD_NAME, daemon=True).start()
-        except BaseException:
+        except BaseException as exc:
             with self._lock:
                 self._threads -= 1
             self.withdraw(lookup)
+            if isinstance(exc, RuntimeError):  # "can't start new thread": an error of the connect, as urllib3's are
+                raise OSError(errno.EAGAIN, f"cannot start a thread for the name lookup ({exc})") from None
             raise
 
     def withdraw(self, lookup: _Lookup) -> None:

@@ -146,7 +146,10 @@ def _open(connection: Any, exchange: Exchange, kind: Any) -> socket.socket:
                 sock.bind(connection.source_address)
             sock._mcpcall_exchange = exchange
             track_socket(connection, exchange, sock)
-            sock.connect((host, connection.port))
+            try:
+                sock.connect((host, connection.port))
+            finally:
+                sock._mcpcall_exchange = None
             before_handshake(connection, exchange, sock)
             return sock  # type: ignore[no-any-return]
         except OSError as exc:  # socks.ProxyError is one
