@@ -69,6 +69,8 @@ class Resolver:
                 with self.lock:
                     self.hanging -= 1
             raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        if host == "again.invalid":  # what glibc says when no DNS server answers in time
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
         if host == "mcp.test":
             host = "127.0.0.1"
         return self.real(host, port, *args, **kwargs)
@@ -156,6 +158,26 @@ def test_cancel_and_timeout_end_a_call_in_a_hanging_lookup(server: FaultServer, 
     finally:
         _, error, took = outcome_of(client.close)
         assert error is None and took < 2 + MARGIN, f"close() took {took:.1f} s ({error})"
+
+
+@pytest.mark.parametrize("protocol", ["modern", "legacy"])
+def test_notify_through_a_hanging_lookup_ends_at_its_timeout(server: FaultServer, resolver: Resolver, protocol: str) -> None:
+    client = mcpcall.connect(name_url(server, "mcp.test"), timeout=10, protocol=protocol)
+    try:
+        resolver.hang_too.add("mcp.test")
+        server._httpd.cut_connections()
+        _, error, took = outcome_of(client.notify, "notifications/anything", timeout=1)
+        assert isinstance(error, mcpcall.RequestTimeout), error
+        assert took < 1 + MARGIN, f"notify(timeout=1) took {took:.1f} s"
+        assert "could not connect" in str(error) and "name lookup of 'mcp.test'" in str(error), error
+    finally:
+        client.close()
+
+
+def test_a_resolver_that_gives_up_is_not_called_a_name_that_does_not_resolve(resolver: Resolver) -> None:
+    _, error, _ = outcome_of(mcpcall.connect, "http://again.invalid:9/mcp", timeout=5, protocol="legacy")
+    assert isinstance(error, mcpcall.ConnectionClosed), error
+    assert "name lookup of its host failed (Temporary failure in name resolution" in str(error), error
 
 
 def test_a_lookup_that_works_goes_through_a_helper(server: FaultServer, resolver: Resolver) -> None:
