@@ -5,10 +5,11 @@ The urllib3 connections that mcpcall's sessions use record every socket they
 open or reuse for it in that exchange — a new socket as soon as it exists,
 before its TCP connect starts — and the pool takes it back out when the
 connection returns to the pool. :meth:`Exchange.abort` then shuts exactly the
-sockets of that request — while it connects (TCP or the TLS handshake), before
-its response headers, while its body streams, and on a close-delimited stream
-that ``http.client`` has already detached from its connection — and sets an
-event that ends any wait (a ``retry:`` delay). It never closes a response,
+sockets of that request — while it connects (TCP, a SOCKS proxy's
+negotiation, the TLS handshake), before its response headers, while its body
+streams, and on a close-delimited stream that ``http.client`` has already
+detached from its connection — and sets an event that ends any wait (a
+``retry:`` delay, a name lookup: :mod:`._lookups`). It never closes a response,
 never takes a lock another thread holds while doing I/O, and never touches a
 socket another request picked up next: the worker that owns the response
 closes it.
@@ -37,6 +38,7 @@ from collections.abc import Iterator
 from typing import Any, Callable
 
 from ..forking import on_fork_in_child
+from ._lookups import resolve
 
 __all__ = ["Exchange", "Sending", "current_exchange", "current_sending", "sending", "track_session", "tracked_pool_classes"]
 
@@ -51,7 +53,7 @@ def _shut(sock: Any) -> None:
 class Exchange:
     """One request's HTTP traffic; ``abort()`` is safe from any thread, any time, more than once."""
 
-    __slots__ = ("_on_abort", "_outer", "_sockets", "aborted", "connected", "label")
+    __slots__ = ("_on_abort", "_outer", "_sockets", "aborted", "connected", "label", "unresolved")
 
     def __init__(self, label: Any = None) -> None:
         self.label = label
@@ -59,6 +61,8 @@ class Exchange:
         self.aborted = threading.Event()
         #: True once one of its sockets was connected (TCP, and TLS for https): the server was reached.
         self.connected = False
+        #: The host whose name lookup it waits for; still set if it gave up before the lookup ended.
+        self.unresolved: str | None = None
         self._sockets: list[Any] = []
         self._on_abort: list[Callable[[], None]] = []
         self._outer: Exchange | None = None  # the thread's exchange around this one (a reply POSTed by a worker)
@@ -217,12 +221,64 @@ def _wait_connected(sock: socket.socket, timeout: float | None) -> None:
         raise OSError(code, os.strerror(code))
 
 
-def _open_socket(connection: Any, exchange: Exchange) -> socket.socket:
-    """urllib3's ``create_connection``, with each socket in ``exchange`` before its connect starts.
+def connect_timeout(connection: Any) -> float | None:
+    """The connect timeout of a urllib3 connection, in seconds (None: none)."""
+    timeout = connection.timeout
+    return timeout if timeout is None or isinstance(timeout, (int, float)) else socket.getdefaulttimeout()
+
+
+def connect_socket(sock: socket.socket, address: Any, exchange: Exchange, timeout: float | None) -> None:
+    """Connect ``sock``, already in ``exchange``, to ``address`` within ``timeout``; an abort ends it at once.
 
     The connect is started without blocking, and only then is the exchange
     looked at: an abort from then on shuts a socket that is connecting (which
     wakes the wait), and one before is seen here. Either way the connect ends.
+    ``socket.socket``'s own methods are used: a subclass (PySocks') redefines them.
+    """
+    socket.socket.setblocking(sock, False)
+    code = socket.socket.connect_ex(sock, address)
+    if exchange.aborted.is_set():
+        raise OSError(errno.ECONNABORTED, "the exchange was aborted")
+    if code not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
+        raise OSError(code, os.strerror(code))
+    if code:
+        _wait_connected(sock, timeout)
+    if exchange.aborted.is_set():
+        raise OSError(errno.ECONNABORTED, "the exchange was aborted")
+    socket.socket.settimeout(sock, timeout)
+
+
+def track_socket(connection: Any, exchange: Exchange, sock: socket.socket) -> None:
+    """``sock`` is the new socket of ``connection``: in ``exchange`` (and taken out when the pool takes it back)."""
+    exchange.attach(sock)
+    connection._mcpcall_exchange = exchange  # so that the pool's _put_conn takes it back out
+    connection._mcpcall_sock = sock
+
+
+def untrack_socket(connection: Any, sock: socket.socket) -> None:
+    """``sock`` failed to connect: out of the exchange, and closed."""
+    _untrack(connection)
+    sock.close()
+
+
+def before_handshake(connection: Any, exchange: Exchange, sock: socket.socket) -> None:
+    """For an https connection: a second descriptor of ``sock`` in ``exchange``, so abort() ends the TLS handshake.
+
+    Wrapping for TLS detaches the descriptor from ``sock`` (its shutdown then does nothing).
+    ``_Tracking.connect`` closes it when the handshake is over.
+    """
+    if hasattr(connection, "ssl_context"):
+        handle = socket.fromfd(sock.fileno(), sock.family, sock.type, sock.proto)
+        connection._mcpcall_handshake = handle
+        exchange.attach(handle)
+
+
+def _open_socket(connection: Any, exchange: Exchange) -> socket.socket:
+    """urllib3's ``create_connection``, with each socket in ``exchange`` before its connect starts.
+
+    The host name is looked up on a helper thread that an abort or the connect
+    timeout stops waiting for (:func:`._lookups.resolve`); the connect is
+    :func:`connect_socket`.
     """
     from urllib3.exceptions import LocationParseError
     from urllib3.util.connection import allowed_gai_family
@@ -234,10 +290,9 @@ def _open_socket(connection: Any, exchange: Exchange) -> socket.socket:
         host.encode("idna")
     except UnicodeError:
         raise LocationParseError(f"'{host}', label empty or too long") from None
-    timeout = connection.timeout if connection.timeout is None or isinstance(connection.timeout, (int, float)) \
-        else socket.getdefaulttimeout()
+    timeout = connect_timeout(connection)
     error: OSError | None = None
-    for family, kind, proto, _, address in socket.getaddrinfo(host, port, allowed_gai_family(), socket.SOCK_STREAM):
+    for family, kind, proto, _, address in resolve(exchange, timeout, host, port, allowed_gai_family(), socket.SOCK_STREAM):
         sock = None
         try:
             sock = socket.socket(family, kind, proto)
@@ -245,32 +300,14 @@ def _open_socket(connection: Any, exchange: Exchange) -> socket.socket:
                 sock.setsockopt(*option)
             if connection.source_address:
                 sock.bind(connection.source_address)
-            exchange.attach(sock)
-            connection._mcpcall_exchange = exchange  # so that the pool's _put_conn takes it back out
-            connection._mcpcall_sock = sock
-            sock.setblocking(False)
-            code = sock.connect_ex(address)
-            if exchange.aborted.is_set():
-                raise OSError(errno.ECONNABORTED, "the exchange was aborted")
-            if code not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
-                raise OSError(code, os.strerror(code))
-            if code:
-                _wait_connected(sock, timeout)
-            if exchange.aborted.is_set():
-                raise OSError(errno.ECONNABORTED, "the exchange was aborted")
-            sock.settimeout(timeout)
-            if hasattr(connection, "ssl_context"):
-                # Wrapping for TLS detaches the descriptor from ``sock`` (its shutdown then does nothing):
-                # a second descriptor of the same connection lets abort() end the handshake.
-                handle = sock.dup()
-                connection._mcpcall_handshake = handle
-                exchange.attach(handle)
+            track_socket(connection, exchange, sock)
+            connect_socket(sock, address, exchange, timeout)
+            before_handshake(connection, exchange, sock)
             return sock
         except OSError as exc:
             error = exc
             if sock is not None:
-                _untrack(connection)
-                sock.close()
+                untrack_socket(connection, sock)
     if error is not None:
         try:
             raise error
@@ -386,7 +423,7 @@ _adapter_class: list[Any] = []
 
 
 def tracked_adapter(**options: Any) -> Any:
-    """A ``requests`` adapter whose connections (direct or through an HTTP proxy) use the tracked pools."""
+    """A ``requests`` adapter whose connections (direct, through an HTTP or a SOCKS proxy) use the tracked pools."""
     if not _adapter_class:
         from requests.adapters import HTTPAdapter
 
@@ -396,9 +433,15 @@ def tracked_adapter(**options: Any) -> Any:
                 self.poolmanager.pool_classes_by_scheme = tracked_pool_classes()
 
             def proxy_manager_for(self, proxy: Any, **kwargs: Any) -> Any:
-                manager = super().proxy_manager_for(proxy, **kwargs)
-                if not str(proxy).lower().startswith("socks"):  # SOCKS pools have connection classes of their own
+                manager = super().proxy_manager_for(proxy, **kwargs)  # without PySocks, a SOCKS URL is refused here
+                if not str(proxy).lower().startswith("socks"):
                     manager.pool_classes_by_scheme = tracked_pool_classes()
+                else:  # SOCKS pools have connection classes of their own
+                    from ._socks import socks_pool_classes
+
+                    classes = socks_pool_classes()
+                    if classes is not None:
+                        manager.pool_classes_by_scheme = classes
                 return manager
 
         _adapter_class.append(TrackedAdapter)

@@ -26,6 +26,7 @@ import logging
 import math
 import os
 import queue
+import socket
 import ssl
 import threading
 import time
@@ -40,6 +41,7 @@ from ..errors import ConfigError, ConnectionClosed, HTTPError, MCPError, Protoco
 from ..forking import Owned
 from ..scheduler import get_scheduler
 from ._exchanges import Exchange, Sending, sending, track_session
+from ._lookups import LookupTimeout
 from ._origins import origin, same_origin
 from .base import DEFAULT_MAX_MESSAGE_BYTES, Receiver, Transport
 
@@ -222,6 +224,7 @@ class HTTPBase(Transport):
         self._idle = 0
         self._exchanges: dict[Any, Exchange] = {}  # request id -> its exchange, from send() until its job ends
         self._active: set[Exchange] = set()  # every exchange under way (requests, notices, acknowledgements)
+        self._unresolved: str | None = None  # the host whose lookup the last exchange that ended gave up on
         self._closing = threading.Event()
         self._closed = False
 
@@ -339,7 +342,7 @@ class HTTPBase(Transport):
             os_error = next((c for c in causes if isinstance(c, OSError) and c.strerror), None)
             reason = os_error.strerror if os_error is not None else str(unreachable).rsplit(": ", 1)[-1]
             if isinstance(unreachable, u3.NameResolutionError):
-                reason = "the host name does not resolve"
+                reason = _lookup_failure(causes, connect_timeout)
             return ConnectionClosed(f"could not reach server {self.name!r} at {where}: {reason}")
         if isinstance(exc, (requests.exceptions.ReadTimeout, u3.ReadTimeoutError)):
             return ConnectionClosed(f"server {self.name!r} sent nothing for {self.read_timeout:g} s (read_timeout) "
@@ -452,11 +455,29 @@ class HTTPBase(Transport):
                 with self._lock:
                     if self._exchanges.get(job.request_id) is job.exchange:
                         del self._exchanges[job.request_id]
-                    self._active.discard(job.exchange)
+                    self._ended_locked(job.exchange)
                     self._idle += 1
 
     def _run_job(self, job: Job) -> None:
         raise NotImplementedError
+
+    def _ended_locked(self, exchange: Exchange) -> None:
+        """Under the lock: ``exchange`` is over; remember a name lookup it gave up on (see :meth:`skipped_note`)."""
+        self._active.discard(exchange)
+        if exchange.unresolved is not None:
+            self._unresolved = exchange.unresolved
+        elif exchange.connected:
+            self._unresolved = None
+
+    def skipped_note(self, since: int = 0) -> str | None:
+        """What explains a silence over HTTP: a name lookup that had not finished (a dead DNS server), or None.
+
+        One of this transport's exchanges waits for it now, or the last one that
+        ended gave up on it (and none has reached the server since).
+        """
+        with self._lock:
+            host = next((e.unresolved for e in self._active if e.unresolved is not None), self._unresolved)
+        return lookup_note(host) if host is not None else None
 
     def acknowledged(self, job: Job, timeout: float | None, run: Callable[[Job], None]) -> None:
         """Run ``run(job)`` on the calling thread: a POST whose reply is only an acknowledgement.
@@ -485,7 +506,7 @@ class HTTPBase(Transport):
             if timer is not None:
                 timer.cancel()
             with self._lock:
-                self._active.discard(exchange)
+                self._ended_locked(exchange)
         if error is not None:
             raise error
         if not exchange.aborted.is_set():
@@ -493,9 +514,10 @@ class HTTPBase(Transport):
         if self._closing.is_set():
             raise ConnectionClosed(f"client for server {self.name!r} was closed while sending {job.method}")
         if not exchange.connected:  # the deadline came while connecting: nothing was sent
+            note = f" ({lookup_note(exchange.unresolved)})" if exchange.unresolved is not None else ""
             raise RequestTimeout(
                 f"could not connect to server {self.name!r} at {self.display_url} within {seconds:g} s "
-                f"to send {job.method}", method=job.method, timeout=seconds,
+                f"to send {job.method}{note}", method=job.method, timeout=seconds,
             )
         raise RequestTimeout(
             f"server {self.name!r} did not acknowledge {job.method} within {seconds:g} s",
@@ -542,6 +564,21 @@ class HTTPBase(Transport):
                     with contextlib.suppress(Exception):
                         pools[key].close()
         session.close()
+
+
+def _lookup_failure(causes: list[BaseException], connect_timeout: float) -> str:
+    """Why the host name of a connection did not resolve, from the resolver's error among ``causes``."""
+    failure = next((c for c in causes if isinstance(c, socket.gaierror)), None)
+    if isinstance(failure, LookupTimeout):
+        return f"the name lookup of its host did not finish within {connect_timeout:g} s (is a DNS server reachable?)"
+    if failure is not None and failure.errno == getattr(socket, "EAI_AGAIN", None):
+        return f"the name lookup of its host failed ({failure.strerror}; is a DNS server reachable?)"
+    return "the host name does not resolve"
+
+
+def lookup_note(host: str) -> str:
+    """A clause for a timeout that came while the name of ``host`` was being looked up."""
+    return f"the name lookup of {host!r} had not finished (is a DNS server reachable?)"
 
 
 def _short(exc: BaseException) -> str:
