@@ -77,13 +77,30 @@ def _constants() -> Any:
     return sre_constants  # pragma: no cover
 
 
-def _degree(pattern: str) -> tuple[int, int, bool] | None:
-    """``(d, k, anchored)``: :mod:`re` backtracks at most about ``k * n**d`` steps per start; None when not bounded so.
+_Poly = tuple[int, int]  # (d, k): at most k * n**d, n the text's length
+_MAX_DEGREE = 12
 
-    ``d`` counts the variable repetitions in sequence; ``k`` is what does not
-    grow with the text but still multiplies the work: a fixed count (``x{1000}``
-    tries its body 1000 times, nested counts multiply) and alternatives in
-    sequence (``(?:a|aa)`` 23 times may try 2**23 ways). A ``k`` over
+
+def _add(a: _Poly, b: _Poly) -> _Poly:
+    return max(a[0], b[0]), a[1] + b[1]
+
+
+def _mul(a: _Poly, b: _Poly) -> _Poly:
+    return a[0] + b[0], a[1] * b[1]
+
+
+def _shape(pattern: str) -> tuple[int, int] | None:
+    """``(d, k)``: one :mod:`re` search backtracks at most about ``k * n**d`` steps; None when not bounded so.
+
+    Each part of the pattern has its *ways* (how many ways it can match at
+    one place, which everything after it may try in turn) and its *work* (the
+    steps of one attempt), both polynomials in the text's length ``n``. A
+    sequence tries each item once per way of the items before it, so every
+    item counts, a literal too (``\\d*`` then 900 literals is 900 steps per
+    backtrack); a variable repetition has about ``n`` ways (a few for a small
+    span such as ``{1,3}``) and its body must have one; a fixed count tries its
+    body that many times; alternatives add their ways. An unanchored search
+    starts at every position (``^`` under ``(?m)`` at every line). A ``k`` over
     :data:`MAX_STEPS` is refused, with RE2 installed too (RE2 refuses some such
     patterns as too big, and then this fallback decides).
     """
@@ -96,57 +113,72 @@ def _degree(pattern: str) -> tuple[int, int, bool] | None:
     c = _constants()
     repeats = {c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", c.MAX_REPEAT)}
     unsafe = {c.GROUPREF, c.GROUPREF_EXISTS, c.ASSERT, c.ASSERT_NOT, getattr(c, "GROUPREF_IGNORE", c.GROUPREF)}
+    atomic = getattr(c, "ATOMIC_GROUP", None)
+    one: _Poly = (0, 1)
 
-    def walk(items: Any, in_repeat: bool, nesting: int) -> tuple[int, int] | None:
+    def bounded(p: _Poly) -> bool:
+        return p[0] <= _MAX_DEGREE and p[1] <= MAX_STEPS
+
+    def walk(items: Any, nesting: int) -> tuple[_Poly, _Poly] | None:
+        """``(ways, work)`` of a sequence."""
         if nesting > _MAX_NESTING:
             return None
-        total, factor = 0, 1
+        ways, work = one, (0, 0)
         for op, av in items:
             if op in unsafe:
                 return None
             if op in repeats:
                 low, high, body = av
-                found = walk(body, in_repeat or high != 1, nesting + 1)
+                found = walk(body, nesting + 1)
                 if found is None:
                     return None
-                inner, inner_factor = found
-                if inner and (in_repeat or high != 1):
-                    return None  # a repetition inside a repetition
-                if high != low:
-                    if in_repeat:
-                        return None
-                    total += 1
-                    factor *= inner_factor
-                else:
-                    factor *= inner_factor * max(1, high)  # x{1000}: the body, 1000 times
-            elif op is c.SUBPATTERN or (getattr(c, "ATOMIC_GROUP", None) is not None and op is c.ATOMIC_GROUP):
-                found = walk(av[-1] if op is c.SUBPATTERN else av, in_repeat, nesting + 1)
+                body_ways, body_work = found
+                if high == 0:
+                    item_ways, item_work = one, one
+                elif high == 1:  # x? or x{1}: the body's ways (and not taking it, one more)
+                    item_ways, item_work = (body_ways if low == 1 else _add(one, body_ways)), body_work
+                elif low == high and body_ways[0] == 0 and (body_ways[1] == 1 or high <= 64):
+                    # x{1000}: the body, 1000 times; (?:\.\d{1,3}){3}: 3**3 ways
+                    item_ways = (0, body_ways[1] ** high)
+                    item_work = (body_work[0], body_work[1] * high * item_ways[1])
+                elif body_ways != one:
+                    return None  # a repetition or an alternation inside a repetition: exponential
+                elif high != c.MAXREPEAT and high - low < 16:  # x{1,3}: a few ways
+                    item_ways, item_work = (0, high - low + 1), (body_work[0], body_work[1] * high)
+                else:  # about n ways, each up to n bodies
+                    item_ways, item_work = (1, 2), (body_work[0] + 1, body_work[1])
+            elif op is c.SUBPATTERN or (atomic is not None and op is atomic):
+                found = walk(av[-1] if op is c.SUBPATTERN else av, nesting + 1)
                 if found is None:
                     return None
-                total += found[0]
-                factor *= found[1]
+                item_ways, item_work = found
             elif op is c.BRANCH:
-                if in_repeat:
-                    return None  # (a|a)* and the like
-                worst, ways = 0, 0
+                item_ways, item_work = (0, 0), (0, 0)
                 for branch in av[1]:
-                    found = walk(branch, in_repeat, nesting + 1)
+                    found = walk(branch, nesting + 1)
                     if found is None:
                         return None
-                    worst = max(worst, found[0])
-                    ways += found[1]  # each alternative may be tried in turn
-                total += worst
-                factor *= ways
-            if factor > MAX_STEPS:
+                    item_ways, item_work = _add(item_ways, found[0]), _add(item_work, found[1])  # tried in turn
+            elif op is c.IN:
+                item_ways, item_work = one, (0, max(1, len(av)))  # a set is tested item by item
+            else:
+                item_ways, item_work = one, one
+            work = _add(work, _mul(ways, item_work))  # tried once per way of what comes before it
+            ways = _mul(ways, item_ways)
+            if not (bounded(ways) and bounded(work)):
                 return None  # (?:a{1000}){1000}, (?:a|aa)(?:a|aa)...: too many ways before the text even counts
-        return total, factor
+        return ways, work
 
-    found = walk(tree, False, 0)
+    found = walk(tree, 0)
     if found is None:
         return None
+    degree, factor = found[1]
     first = tree[0] if len(tree) else None
-    anchored = first is not None and first[0] is c.AT and first[1] in (c.AT_BEGINNING, c.AT_BEGINNING_STRING)
-    return found[0], found[1], anchored
+    state = getattr(tree, "state", None) or getattr(tree, "pattern", None)
+    multiline = bool(getattr(state, "flags", c.SRE_FLAG_MULTILINE) & c.SRE_FLAG_MULTILINE)
+    anchored = first is not None and first[0] is c.AT and (
+        first[1] is c.AT_BEGINNING_STRING or (first[1] is c.AT_BEGINNING and not multiline))  # (?m)^: every line
+    return degree + (0 if anchored else 1), max(1, factor)
 
 
 def _build(pattern: str) -> _Built | None:
@@ -159,15 +191,14 @@ def _build(pattern: str) -> _Built | None:
             compiled2 = None
         if compiled2 is not None:
             return (lambda text: compiled2.search(text) is not None), 1, 1  # linear
-    shape = _degree(pattern)
+    shape = _shape(pattern)
     if shape is None:
         return None
     try:
         compiled = re.compile(pattern)
     except (re.error, RecursionError, OverflowError, ValueError):
         return None
-    degree, factor, anchored = shape
-    power = degree + (0 if anchored else 1)
+    power, factor = shape
     if power == 0:
         return (lambda text: compiled.search(text) is not None), factor, 0
     allowed = MAX_STEPS // factor

@@ -285,3 +285,27 @@ def test_a_call_returns_by_its_deadline_whatever_the_check_costs_and_logs_off_th
     assert "returned" in out or "timeout True" in out
     said = out.split("threads ")[1]
     assert "mcpcall-callbacks" in said and "reader" not in said, out
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_fallbacks_bound_counts_what_an_optional_group_holds_multiline_starts_and_every_literal(engine: str) -> None:
+    # The review's cases, each minutes in re although the fallback ran them: (...)? and (...){1} counted their body's
+    # repetitions as none or one; ^ under (?m) anchors every line; a literal after \d* is compared at every backtrack
+    # (900 of them: 15 s on 3000 characters), a run of 240 sets 3 s on a million. \Z makes RE2 refuse each (the fallback
+    # decides there too); without \Z RE2 runs them, linear.
+    out = run_isolated(r"""
+        from mcpcall import patterns
+        cases = [(r"(?:\d*\d*\d*\d*)?x", "1" * 200), (r"(?:\d*\d*\d*\d*){1}x", "1" * 200),
+                 (r"(?m)^[\d\n]*[\d\n]*x", "1\n" * 1500), (r"\d*" + "1" * 900 + "x", "1" * 3000),
+                 ("[ab]" * 240 + "x", "a" * 1_000_000)]
+        for pattern, text in cases:
+            for tail in ("", r"\Z"):
+                print(pattern[:12], tail, patterns.search(pattern + tail, text), flush=True)
+        print(patterns.search(r"^-?\d+(?:\.\d+)?$", "12.5"), patterns.search(r"^\d{1,3}(?:\.\d{1,3}){3}$", "1.2.3.4"),
+              patterns.search(r"(?m)^ab$", "x\nab"), patterns.search(r"^ab$", "x\nab"))  # still decided
+    """, engine, timeout=20)
+    lines = out.strip().split("\n")
+    assert len(lines) == 11
+    for line in lines[:10]:
+        assert line.endswith(("None", "False")), line  # never a false "invalid" (no match), never minutes
+    assert lines[10] == "True True True False"
