@@ -14,6 +14,9 @@ pattern from a schema runs:
 * otherwise not at all: :func:`search` answers None ("not checked"), and the
   schema check treats the value as matching. A skipped pattern never makes a
   value invalid.
+
+Either engine matches ``\\s \\d \\w \\b`` as JSON Schema's ECMA-262 regexes do
+(Unicode spaces; ASCII digits, words and boundaries), see :func:`_as_ecma`.
 """
 
 from __future__ import annotations
@@ -181,21 +184,79 @@ def _shape(pattern: str) -> tuple[int, int] | None:
     return degree + (0 if anchored else 1), max(1, factor)
 
 
+# JSON Schema patterns are ECMA-262 regexes: \s is every Unicode space and line end, \d \w \b are ASCII. RE2's \s is
+# only [\t\n\f\r ] (no \v, U+00A0, U+2028, U+FEFF: a valid value was "invalid"); Python's \d \w \b are Unicode ("\D+"
+# refused "٣", "\bfoo" refused "éfoo"). Each engine gets the pattern with these classes spelled out, so both match as
+# ECMA does. Per escape: (outside a set, inside one); None keeps it as it is.
+_SPACES_RE2 = r"\t\n\x0b\x0c\r\x20\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}\x{feff}"
+_SPACES_RE = "\\t\\n\\x0b\\x0c\\r\\x20\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+_ECMA_RE2 = {"s": (f"[{_SPACES_RE2}]", _SPACES_RE2), "S": (f"[^{_SPACES_RE2}]", None)}
+_ECMA_RE = {"s": (f"[{_SPACES_RE}]", _SPACES_RE), "S": (f"[^{_SPACES_RE}]", None),
+            "d": ("[0-9]", "0-9"), "D": ("[^0-9]", None), "w": ("[A-Za-z0-9_]", "A-Za-z0-9_"),
+            "W": ("[^A-Za-z0-9_]", None), "b": ("(?a:\\b)", None), "B": ("(?a:\\B)", None)}
+
+
+def _as_ecma(pattern: str, table: dict[str, tuple[str, str | None]], re2: bool) -> str:
+    """``pattern`` with the escapes of ``table`` replaced (outside and inside sets; RE2's \\Q..\\E and [:alpha:] kept)."""
+    out: list[str] = []
+    i, n, in_set = 0, len(pattern), False
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < n:
+            escaped = pattern[i + 1]
+            if re2 and escaped == "Q":  # \Q...\E: literal text
+                end = pattern.find("\\E", i + 2)
+                end = n if end < 0 else end + 2
+                out.append(pattern[i:end])
+                i = end
+                continue
+            spelled = table.get(escaped)
+            replacement = None if spelled is None else spelled[1 if in_set else 0]
+            out.append(replacement if replacement is not None else pattern[i:i + 2])
+            i += 2
+            continue
+        if in_set:
+            if ch == "]":
+                in_set = False
+            elif re2 and pattern.startswith("[:", i) and pattern.find(":]", i + 2) > 0:
+                end = pattern.find(":]", i + 2) + 2
+                out.append(pattern[i:end])
+                i = end
+                continue
+            out.append(ch)
+            i += 1
+            continue
+        if ch == "[":
+            in_set = True
+            start = i + 1
+            if start < n and pattern[start] == "^":
+                start += 1
+            if start < n and pattern[start] == "]":
+                start += 1  # []a] and [^]a]: a literal ]
+            out.append(pattern[i:start])
+            i = start
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
 def _build(pattern: str) -> _Built | None:
     loaded = _load_re2()
     if loaded is not None:
         re2, options = loaded
         try:
-            compiled2 = re2.compile(pattern, options)
+            compiled2 = re2.compile(_as_ecma(pattern, _ECMA_RE2, True), options)
         except Exception:  # noqa: BLE001 - RE2 refuses it (a lookaround, a backreference): try the fallback
             compiled2 = None
         if compiled2 is not None:
             return (lambda text: compiled2.search(text) is not None), 1, 1  # linear
-    shape = _shape(pattern)
+    spelled = _as_ecma(pattern, _ECMA_RE, False)
+    shape = _shape(spelled) if len(pattern) <= MAX_PATTERN_CHARS else None
     if shape is None:
         return None
     try:
-        compiled = re.compile(pattern)
+        compiled = re.compile(spelled)
     except (re.error, RecursionError, OverflowError, ValueError):
         return None
     power, factor = shape

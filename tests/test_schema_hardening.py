@@ -309,3 +309,22 @@ def test_the_fallbacks_bound_counts_what_an_optional_group_holds_multiline_start
     for line in lines[:10]:
         assert line.endswith(("None", "False")), line  # never a false "invalid" (no match), never minutes
     assert lines[10] == "True True True False"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_spaces_digits_words_and_boundaries_match_as_json_schemas_ecma_regexes_do(engine: str) -> None:
+    # RE2's \s is [\t\n\f\r ] only: "a\u00a0b" (a no-break space, common in formatted text) was "invalid" against
+    # ^\S+\s\S+$, and so were \v, U+2028, U+3000, U+FEFF. Python's \d \w \b are Unicode where ECMA's are ASCII:
+    # "٣" was refused by ^\D+$ and "éfoo" by \bfoo. (A mismatch there is a false "invalid".)
+    out = run_isolated(r"""
+        from mcpcall import patterns
+        for space in ["\u00a0", "\v", "\u2028", "\u3000", "\ufeff", "\t"]:
+            print(patterns.search(r"^\S+\s\S+$", "a" + space + "b"), patterns.search(r"^[\s,]+$", space + ","), end=" ")
+        print()
+        print(patterns.search(r"^\D+$", "\u0663"), patterns.search(r"\bfoo", "\u00e9foo"), patterns.search(r"^[^\s]$", "\u00a0"),
+              patterns.search(r"^\w+$", "\u00e9"), patterns.search(r"^[\w.-]+@[\w-]+$", "a.b@c-d"),
+              patterns.search(r"^\d{3}$", "123"), patterns.search(r"\\s", "\\s"), patterns.search(r"^[]a]+$", "]a"))
+    """, engine, timeout=20)
+    first, second = out.strip().split("\n")
+    assert first.split() == ["True"] * 12
+    assert second.split() == ["True", "True", "False", "False", "True", "True", "True", "True"]
