@@ -328,3 +328,40 @@ def test_spaces_digits_words_and_boundaries_match_as_json_schemas_ecma_regexes_d
     first, second = out.strip().split("\n")
     assert first.split() == ["True"] * 12
     assert second.split() == ["True", "True", "False", "False", "True", "True", "True", "True"]
+
+
+def test_a_check_pays_for_error_messages_and_enum_comparisons_and_a_deep_value_passes_unchecked() -> None:
+    # The review's cases: every jsonschema error message reprs the instance, so 1000 anyOf branches over a list of
+    # 100,000 numbers built 1000 reprs of it (31 s) on 1000 keyword steps of the budget; enum compared a 1000-element
+    # list with each entry in Python and repr'd the whole enum per failing item (40 s for 10 items of 1000 entries); a value
+    # 400 deep under a recursive $ref raised RecursionError, turned into a ProtocolError: a valid value failed the call.
+    out = run_isolated("""
+        import json
+        from mcpcall.schema import output_check
+        from mcpcall import SchemaValidationError
+        def verdict(schema, value):
+            try:
+                output_check(schema, tool="t", server="s")(value)
+                return "passed"
+            except SchemaValidationError as exc:
+                assert len(str(exc)) < 1000, len(str(exc))
+                return "invalid"
+        print(verdict({"anyOf": [{"type": "string"}] * 1000}, list(range(100_000))), flush=True)
+        big = [list(range(1000)) for _ in range(200)]
+        for i, entry in enumerate(big):
+            entry[-1] = -1 - i
+        print(verdict({"type": "array", "items": {"enum": big}}, [list(range(1000))] * 200), flush=True)
+        deep = []
+        for _ in range(400):
+            deep = [deep]
+        tree = {"$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}}}, "$ref": "#/$defs/n"}
+        print(verdict(tree, json.loads(json.dumps(deep))), verdict(tree, [[], [[]]]), verdict(tree, [[1]]))
+        # enum and const keep JSON equality: 1 == 1.0, True != 1, key order does not matter
+        print(verdict({"enum": [1, {"a": [1, 2], "b": None}]}, 1.0), verdict({"enum": [1]}, True),
+              verdict({"enum": [{"a": [1, 2], "b": None}]}, {"b": None, "a": [1.0, 2]}), verdict({"const": [True]}, [1]),
+              verdict({"const": {"x": "y"}}, {"x": "y"}), verdict({"enum": [[1, 2]]}, [2, 1]))
+        print(verdict({"type": "string"}, list(range(100_000))))  # the message holds a short repr, not 600 KB of it
+    """, "fallback", timeout=15)
+    lines = out.split("\n")
+    assert lines[0] in ("passed", "invalid")  # over budget it passes unchecked; either way promptly
+    assert lines[1:5] == ["invalid", "passed passed invalid", "passed invalid passed invalid passed invalid", "invalid"]
