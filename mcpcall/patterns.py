@@ -107,8 +107,6 @@ def _shape(pattern: str) -> tuple[int, int] | None:
     :data:`MAX_STEPS` is refused, with RE2 installed too (RE2 refuses some such
     patterns as too big, and then this fallback decides).
     """
-    if len(pattern) > MAX_PATTERN_CHARS:
-        return None
     try:
         tree = _parse(pattern)
     except (re.error, RecursionError, OverflowError, ValueError, TypeError):
@@ -196,6 +194,9 @@ _ECMA_RE = {"s": (f"[{_SPACES_RE}]", _SPACES_RE), "S": (f"[^{_SPACES_RE}]", None
             "W": ("[^A-Za-z0-9_]", None), "b": ("(?a:\\b)", None), "B": ("(?a:\\B)", None)}
 
 
+_VERBOSE = re.compile(r"\(\?[a-zA-Z]*x")
+
+
 def _as_ecma(pattern: str, table: dict[str, tuple[str, str | None]], re2: bool) -> str:
     """``pattern`` with the escapes of ``table`` replaced (outside and inside sets; RE2's \\Q..\\E and [:alpha:] kept)."""
     out: list[str] = []
@@ -251,8 +252,11 @@ def _build(pattern: str) -> _Built | None:
             compiled2 = None
         if compiled2 is not None:
             return (lambda text: compiled2.search(text) is not None), 1, 1  # linear
-    spelled = _as_ecma(pattern, _ECMA_RE, False)
-    shape = _shape(spelled) if len(pattern) <= MAX_PATTERN_CHARS else None
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return None
+    # (?x) ignores what follows a # up to the line's end, where a [ is no set: left as written there
+    spelled = pattern if _VERBOSE.search(pattern) else _as_ecma(pattern, _ECMA_RE, False)
+    shape = _shape(spelled)  # of what runs (the length limit is the server's pattern's)
     if shape is None:
         return None
     try:
