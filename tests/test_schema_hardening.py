@@ -367,3 +367,26 @@ def test_a_check_pays_for_error_messages_and_enum_comparisons_and_a_deep_value_p
     lines = out.split("\n")
     assert lines[0] in ("passed", "invalid")  # over budget it passes unchecked; either way promptly
     assert lines[1:5] == ["invalid", "passed passed invalid", "passed invalid passed invalid passed invalid", "invalid"]
+
+
+@pytest.mark.skipif(not HAVE_RE2, reason="google-re2 not installed")
+def test_an_re2_pattern_whose_dfa_outgrows_its_memory_counts_its_program_size_in_the_budget() -> None:
+    # RE2 is linear in the text, times the program's size once the DFA blows up and RE2 simulates the program:
+    # this pattern took 2.4 s per million characters, so a 10-million-character text (cost 10**7, in the budget) took
+    # about 25 s in one check. Counted as program size times length, it is over the budget: not checked, at once.
+    out = run_isolated("""
+        import random
+        from mcpcall.schema import output_check
+        rnd = random.Random(7)
+        text = rnd.randbytes(10_000_000).translate(bytes(97 + (i & 1) for i in range(256))).decode()  # a and b
+        pattern = "(?:[ab]*a[ab]{20}c|[ab]*b[ab]{20}c|[ab]*a[ab]{19}b[ab]c){5}"
+        output_check({"type": "string", "pattern": pattern}, tool="t", server="s")(text)
+        print("passed")
+        check = output_check({"type": "string", "pattern": "^[ab]+$"}, tool="t", server="s")
+        check(text[:1_000_000])  # a small program: still decided on a long text
+        try:
+            check(text[:1_000_000] + "c")
+        except Exception as exc:
+            print(type(exc).__name__)
+    """, "re2", timeout=15)
+    assert out.split() == ["passed", "SchemaValidationError"]
