@@ -206,9 +206,9 @@ def _additional_properties(validator: Any, additional: Any, instance: Any, schem
         for extra in extras:
             yield from validator.descend(instance[extra], additional, path=extra)
     elif not additional and extras:
-        joined = ", ".join(repr(each) for each in sorted(extras, key=str)[:20])
+        joined = ", ".join(_short(each) for each in sorted(extras, key=str)[:20])
         if patterns:
-            yield ValidationError(f"{joined} do(es) not match any of the regexes: {', '.join(map(repr, sorted(patterns)))}")
+            yield ValidationError(f"{joined} do(es) not match any of the regexes: {', '.join(map(_short, sorted(patterns)[:20]))}")
         else:
             yield ValidationError(f"Additional properties are not allowed ({joined} unexpected)")
 
