@@ -27,7 +27,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, Optional
 
-__all__ = ["MAX_PATTERN_CHARS", "MAX_STEPS", "compiles", "cost", "search", "status"]
+__all__ = ["MAX_PATTERN_CHARS", "MAX_STEPS", "cached", "compiles", "cost", "search", "status"]
 
 #: A pattern longer than this is never run by :mod:`re` (RE2 bounds its own memory).
 MAX_PATTERN_CHARS = 1000
@@ -296,6 +296,12 @@ def _matcher(pattern: str) -> _Built | None:
         while len(_cache) > _MAX_CACHED:
             _cache.popitem(last=False)
     return built
+
+
+def cached(pattern: str) -> bool:
+    """Whether ``pattern`` was compiled already (and is still kept): else the next use compiles it, at a cost."""
+    with _lock:
+        return pattern in _cache
 
 
 def search(pattern: str, text: str) -> bool | None:

@@ -104,6 +104,8 @@ MAX_CHECK_STEPS = 30_000_000
 _KEYWORD_STEPS = 500
 _CHAR_STEPS = 5  # per character of an error's message (a repr of the instance, which jsonschema builds for each error)
 _NODE_STEPS = 50  # per dict, list or scalar put in canonical form (enum, const, uniqueItems)
+_SEARCH_STEPS = 250  # per pattern tried, whatever the text (patternProperties: every pattern against every key)
+_COMPILE_STEPS = 1000  # per character of a pattern compiled during a check (about 2 ms for 250 in re, parsing included)
 
 _run = threading.local()  # .skipped: the patterns a check in progress on this thread could not apply; .budget
 
@@ -156,11 +158,13 @@ def _skipped(pattern: str) -> None:
 def _search(pattern: Any, text: Any) -> bool | None:
     if not isinstance(pattern, str) or not isinstance(text, str):
         return None
-    from .patterns import cost, search
+    from .patterns import cached, cost, search
 
     budget = getattr(_run, "budget", None)
     if budget is not None:
-        steps = cost(pattern, text)
+        if not cached(pattern):  # more patterns than the cache keeps (2000 patternProperties): compiled again each time
+            _spend(_COMPILE_STEPS * len(pattern))
+        steps = _SEARCH_STEPS + cost(pattern, text)
         if steps > budget.left:
             _skipped(pattern)  # over the check's budget: not applied (the rest of the value still is)
             return None
