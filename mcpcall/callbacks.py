@@ -100,9 +100,19 @@ def flush_deferred() -> None:
         _deferred.clear()
         lost, _deferred_lost = _deferred_lost, 0
     for logger, level, msg, args, info in records:
-        logger.log(level, msg, *args, exc_info=info)
+        _emit_guarded(logger, level, msg, args, info)
     if lost:
-        log.error("%d more records from mcpcall's scheduler thread were dropped (too many at once)", lost)
+        _emit_guarded(log, logging.ERROR, "%d more records from mcpcall's scheduler thread were dropped (too many at "
+                      "once)", (lost,), None)
+
+
+def _emit_guarded(logger: logging.Logger, level: int, msg: str, args: tuple[Any, ...], info: Any) -> None:
+    """Emit one record; a logging filter or handler (user code) that raises stops neither the caller nor the rest."""
+    try:
+        logger.log(level, msg, *args, exc_info=info)
+    except BaseException:  # user code may raise anything, SystemExit included
+        with contextlib.suppress(BaseException):
+            log.exception("a logging filter or handler raised on a record of mcpcall's")
 
 
 def _forget_deferred() -> None:  # a forked child does not emit its parent's records

@@ -14,6 +14,9 @@ pattern from a schema runs:
 * otherwise not at all: :func:`search` answers None ("not checked"), and the
   schema check treats the value as matching. A skipped pattern never makes a
   value invalid.
+
+Either engine matches ``\\s \\d \\w \\b`` as JSON Schema's ECMA-262 regexes do
+(Unicode spaces; ASCII digits, words and boundaries), see :func:`_as_ecma`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, Optional
 
-__all__ = ["MAX_PATTERN_CHARS", "MAX_STEPS", "compiles", "cost", "search", "status"]
+__all__ = ["MAX_PATTERN_CHARS", "MAX_STEPS", "cached", "compiles", "cost", "search", "status"]
 
 #: A pattern longer than this is never run by :mod:`re` (RE2 bounds its own memory).
 MAX_PATTERN_CHARS = 1000
@@ -77,18 +80,33 @@ def _constants() -> Any:
     return sre_constants  # pragma: no cover
 
 
-def _degree(pattern: str) -> tuple[int, int, bool] | None:
-    """``(d, k, anchored)``: :mod:`re` backtracks at most about ``k * n**d`` steps per start; None when not bounded so.
+_Poly = tuple[int, int]  # (d, k): at most k * n**d, n the text's length
+_MAX_DEGREE = 12
 
-    ``d`` counts the variable repetitions in sequence; ``k`` is what does not
-    grow with the text but still multiplies the work: a fixed count (``x{1000}``
-    tries its body 1000 times, nested counts multiply) and alternatives in
-    sequence (``(?:a|aa)`` 23 times may try 2**23 ways). A ``k`` over
+
+def _add(a: _Poly, b: _Poly) -> _Poly:
+    return max(a[0], b[0]), a[1] + b[1]
+
+
+def _mul(a: _Poly, b: _Poly) -> _Poly:
+    return a[0] + b[0], a[1] * b[1]
+
+
+def _shape(pattern: str) -> tuple[int, int] | None:
+    """``(d, k)``: one :mod:`re` search backtracks at most about ``k * n**d`` steps; None when not bounded so.
+
+    Each part of the pattern has its *ways* (how many ways it can match at
+    one place, which everything after it may try in turn) and its *work* (the
+    steps of one attempt), both polynomials in the text's length ``n``. A
+    sequence tries each item once per way of the items before it, so every
+    item counts, a literal too (``\\d*`` then 900 literals is 900 steps per
+    backtrack); a variable repetition has about ``n`` ways (a few for a small
+    span such as ``{1,3}``) and its body must have one; a fixed count tries its
+    body that many times; alternatives add their ways. An unanchored search
+    starts at every position (``^`` under ``(?m)`` at every line). A ``k`` over
     :data:`MAX_STEPS` is refused, with RE2 installed too (RE2 refuses some such
     patterns as too big, and then this fallback decides).
     """
-    if len(pattern) > MAX_PATTERN_CHARS:
-        return None
     try:
         tree = _parse(pattern)
     except (re.error, RecursionError, OverflowError, ValueError, TypeError):
@@ -96,57 +114,132 @@ def _degree(pattern: str) -> tuple[int, int, bool] | None:
     c = _constants()
     repeats = {c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", c.MAX_REPEAT)}
     unsafe = {c.GROUPREF, c.GROUPREF_EXISTS, c.ASSERT, c.ASSERT_NOT, getattr(c, "GROUPREF_IGNORE", c.GROUPREF)}
+    atomic = getattr(c, "ATOMIC_GROUP", None)
+    one: _Poly = (0, 1)
 
-    def walk(items: Any, in_repeat: bool, nesting: int) -> tuple[int, int] | None:
+    def bounded(p: _Poly) -> bool:
+        return p[0] <= _MAX_DEGREE and p[1] <= MAX_STEPS
+
+    def walk(items: Any, nesting: int) -> tuple[_Poly, _Poly] | None:
+        """``(ways, work)`` of a sequence."""
         if nesting > _MAX_NESTING:
             return None
-        total, factor = 0, 1
+        ways, work = one, (0, 0)
         for op, av in items:
             if op in unsafe:
                 return None
             if op in repeats:
                 low, high, body = av
-                found = walk(body, in_repeat or high != 1, nesting + 1)
+                found = walk(body, nesting + 1)
                 if found is None:
                     return None
-                inner, inner_factor = found
-                if inner and (in_repeat or high != 1):
-                    return None  # a repetition inside a repetition
-                if high != low:
-                    if in_repeat:
-                        return None
-                    total += 1
-                    factor *= inner_factor
-                else:
-                    factor *= inner_factor * max(1, high)  # x{1000}: the body, 1000 times
-            elif op is c.SUBPATTERN or (getattr(c, "ATOMIC_GROUP", None) is not None and op is c.ATOMIC_GROUP):
-                found = walk(av[-1] if op is c.SUBPATTERN else av, in_repeat, nesting + 1)
+                body_ways, body_work = found
+                if high == 0:
+                    item_ways, item_work = one, one
+                elif high == 1:  # x? or x{1}: the body's ways (and not taking it, one more)
+                    item_ways, item_work = (body_ways if low == 1 else _add(one, body_ways)), body_work
+                elif low == high and body_ways[0] == 0 and (body_ways[1] == 1 or high <= 64):
+                    # x{1000}: the body, 1000 times; (?:\.\d{1,3}){3}: 3**3 ways
+                    item_ways = (0, body_ways[1] ** high)
+                    item_work = (body_work[0], body_work[1] * high * item_ways[1])
+                elif body_ways != one:
+                    return None  # a repetition or an alternation inside a repetition: exponential
+                elif high != c.MAXREPEAT and high - low < 16:  # x{1,3}: a few ways
+                    item_ways, item_work = (0, high - low + 1), (body_work[0], body_work[1] * high)
+                else:  # about n ways, each up to n bodies
+                    item_ways, item_work = (1, 2), (body_work[0] + 1, body_work[1])
+            elif op is c.SUBPATTERN or (atomic is not None and op is atomic):
+                found = walk(av[-1] if op is c.SUBPATTERN else av, nesting + 1)
                 if found is None:
                     return None
-                total += found[0]
-                factor *= found[1]
+                item_ways, item_work = found
             elif op is c.BRANCH:
-                if in_repeat:
-                    return None  # (a|a)* and the like
-                worst, ways = 0, 0
+                item_ways, item_work = (0, 0), (0, 0)
                 for branch in av[1]:
-                    found = walk(branch, in_repeat, nesting + 1)
+                    found = walk(branch, nesting + 1)
                     if found is None:
                         return None
-                    worst = max(worst, found[0])
-                    ways += found[1]  # each alternative may be tried in turn
-                total += worst
-                factor *= ways
-            if factor > MAX_STEPS:
+                    item_ways, item_work = _add(item_ways, found[0]), _add(item_work, found[1])  # tried in turn
+            elif op is c.IN:
+                item_ways, item_work = one, (0, max(1, len(av)))  # a set is tested item by item
+            else:
+                item_ways, item_work = one, one
+            work = _add(work, _mul(ways, item_work))  # tried once per way of what comes before it
+            ways = _mul(ways, item_ways)
+            if not (bounded(ways) and bounded(work)):
                 return None  # (?:a{1000}){1000}, (?:a|aa)(?:a|aa)...: too many ways before the text even counts
-        return total, factor
+        return ways, work
 
-    found = walk(tree, False, 0)
+    found = walk(tree, 0)
     if found is None:
         return None
+    degree, factor = found[1]
     first = tree[0] if len(tree) else None
-    anchored = first is not None and first[0] is c.AT and first[1] in (c.AT_BEGINNING, c.AT_BEGINNING_STRING)
-    return found[0], found[1], anchored
+    state = getattr(tree, "state", None) or getattr(tree, "pattern", None)
+    multiline = bool(getattr(state, "flags", c.SRE_FLAG_MULTILINE) & c.SRE_FLAG_MULTILINE)
+    anchored = first is not None and first[0] is c.AT and (
+        first[1] is c.AT_BEGINNING_STRING or (first[1] is c.AT_BEGINNING and not multiline))  # (?m)^: every line
+    return degree + (0 if anchored else 1), max(1, factor)
+
+
+# JSON Schema patterns are ECMA-262 regexes: \s is every Unicode space and line end, \d \w \b are ASCII. RE2's \s is
+# only [\t\n\f\r ] (no \v, U+00A0, U+2028, U+FEFF: a valid value was "invalid"); Python's \d \w \b are Unicode ("\D+"
+# refused "٣", "\bfoo" refused "éfoo"). Each engine gets the pattern with these classes spelled out, so both match as
+# ECMA does. Per escape: (outside a set, inside one); None keeps it as it is.
+_SPACES_RE2 = r"\t\n\x0b\x0c\r\x20\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}\x{feff}"
+_SPACES_RE = "\\t\\n\\x0b\\x0c\\r\\x20\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+_ECMA_RE2 = {"s": (f"[{_SPACES_RE2}]", _SPACES_RE2), "S": (f"[^{_SPACES_RE2}]", None)}
+_ECMA_RE = {"s": (f"[{_SPACES_RE}]", _SPACES_RE), "S": (f"[^{_SPACES_RE}]", None),
+            "d": ("[0-9]", "0-9"), "D": ("[^0-9]", None), "w": ("[A-Za-z0-9_]", "A-Za-z0-9_"),
+            "W": ("[^A-Za-z0-9_]", None), "b": ("(?a:\\b)", None), "B": ("(?a:\\B)", None)}
+
+
+_VERBOSE = re.compile(r"\(\?[a-zA-Z]*x")
+
+
+def _as_ecma(pattern: str, table: dict[str, tuple[str, str | None]], re2: bool) -> str:
+    """``pattern`` with the escapes of ``table`` replaced (outside and inside sets; RE2's \\Q..\\E and [:alpha:] kept)."""
+    out: list[str] = []
+    i, n, in_set = 0, len(pattern), False
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < n:
+            escaped = pattern[i + 1]
+            if re2 and escaped == "Q":  # \Q...\E: literal text
+                end = pattern.find("\\E", i + 2)
+                end = n if end < 0 else end + 2
+                out.append(pattern[i:end])
+                i = end
+                continue
+            spelled = table.get(escaped)
+            replacement = None if spelled is None else spelled[1 if in_set else 0]
+            out.append(replacement if replacement is not None else pattern[i:i + 2])
+            i += 2
+            continue
+        if in_set:
+            if ch == "]":
+                in_set = False
+            elif re2 and pattern.startswith("[:", i) and pattern.find(":]", i + 2) > 0:
+                end = pattern.find(":]", i + 2) + 2
+                out.append(pattern[i:end])
+                i = end
+                continue
+            out.append(ch)
+            i += 1
+            continue
+        if ch == "[":
+            in_set = True
+            start = i + 1
+            if start < n and pattern[start] == "^":
+                start += 1
+            if start < n and pattern[start] == "]":
+                start += 1  # []a] and [^]a]: a literal ]
+            out.append(pattern[i:start])
+            i = start
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 def _build(pattern: str) -> _Built | None:
@@ -154,20 +247,27 @@ def _build(pattern: str) -> _Built | None:
     if loaded is not None:
         re2, options = loaded
         try:
-            compiled2 = re2.compile(pattern, options)
+            compiled2 = re2.compile(_as_ecma(pattern, _ECMA_RE2, True), options)
         except Exception:  # noqa: BLE001 - RE2 refuses it (a lookaround, a backreference): try the fallback
             compiled2 = None
         if compiled2 is not None:
-            return (lambda text: compiled2.search(text) is not None), 1, 1  # linear
-    shape = _degree(pattern)
+            # Linear in the text, but times the program's size once its DFA outgrows RE2's memory and it falls back
+            # to simulating the program: (?:[ab]*a[ab]{20}c|...){5} took 2.4 s a million characters (369 instructions).
+            size = getattr(compiled2, "programsize", None)
+            steps = size if isinstance(size, int) and size > 0 else max(1, len(pattern))
+            return (lambda text: compiled2.search(text) is not None), steps, 1
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return None
+    # (?x) ignores what follows a # up to the line's end, where a [ is no set: left as written there
+    spelled = pattern if _VERBOSE.search(pattern) else _as_ecma(pattern, _ECMA_RE, False)
+    shape = _shape(spelled)  # of what runs (the length limit is the server's pattern's)
     if shape is None:
         return None
     try:
-        compiled = re.compile(pattern)
+        compiled = re.compile(spelled)
     except (re.error, RecursionError, OverflowError, ValueError):
         return None
-    degree, factor, anchored = shape
-    power = degree + (0 if anchored else 1)
+    power, factor = shape
     if power == 0:
         return (lambda text: compiled.search(text) is not None), factor, 0
     allowed = MAX_STEPS // factor
@@ -196,6 +296,12 @@ def _matcher(pattern: str) -> _Built | None:
         while len(_cache) > _MAX_CACHED:
             _cache.popitem(last=False)
     return built
+
+
+def cached(pattern: str) -> bool:
+    """Whether ``pattern`` was compiled already (and is still kept): else the next use compiles it, at a cost."""
+    with _lock:
+        return pattern in _cache
 
 
 def search(pattern: str, text: str) -> bool | None:
@@ -232,8 +338,8 @@ def compiles(pattern: str) -> bool:
             loaded = None
         if loaded is not None:
             return True
-    if len(pattern) > 100 * MAX_PATTERN_CHARS:
-        return True  # not parsed (never run either): no verdict on it
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return True  # never run by re, and compiling 100,000 characters took a second: no verdict on it
     try:
         re.compile(pattern)
     except (re.error, OverflowError, ValueError):

@@ -19,8 +19,11 @@ at a bounded cost is skipped, with one log record per schema: a skipped check
 never makes a value invalid. A schema nested deeper than :data:`MAX_DEPTH` is not used.
 
 The whole check of one value shares one budget, :data:`MAX_CHECK_STEPS`: each
-keyword applied (a ``$ref`` followed, an ``anyOf`` branch tried) and each
-pattern's estimated regex steps spend from it. A check over budget stops and the
+keyword applied (a ``$ref`` followed, an ``anyOf`` branch tried), each
+pattern's estimated regex steps, each error's message (jsonschema's repr the
+instance) and each node put in canonical form (``enum``, ``const`` and
+``uniqueItems`` compare those, not item by item) spend from it; a value nested
+too deeply for jsonschema's recursion passes unchecked too. A check over budget stops and the
 value passes unchecked (said once per schema), so neither a ``$ref`` fan-out
 (``2**N`` paths) nor many texts each just short enough can make a check unbounded.
 A check given a deadline (the call's) stops there too, the same way.
@@ -31,6 +34,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import reprlib
 import threading
 from collections import OrderedDict
 from time import monotonic
@@ -87,7 +91,7 @@ def deeper_than(value: Any, limit: int) -> bool:
 class _Compiled:
     """A validator with what it cannot check, and whether that was said (once per schema)."""
 
-    __slots__ = ("said", "said_at_run", "said_late", "said_over_budget", "skipped", "validator")
+    __slots__ = ("said", "said_at_run", "said_late", "said_over_budget", "said_too_deep", "skipped", "validator")
 
     def __init__(self, validator: Any, skipped: list[str]) -> None:
         self.validator = validator
@@ -96,12 +100,17 @@ class _Compiled:
         self.said_at_run = False
         self.said_over_budget = False
         self.said_late = False
+        self.said_too_deep = False
 
 
 #: What checking one value may cost, in regex steps (see :data:`mcpcall.patterns.MAX_STEPS`); a keyword counts as
 #: :data:`_KEYWORD_STEPS`.
 MAX_CHECK_STEPS = 30_000_000
 _KEYWORD_STEPS = 500
+_CHAR_STEPS = 5  # per character of an error's message (a repr of the instance, which jsonschema builds for each error)
+_NODE_STEPS = 50  # per dict, list or scalar put in canonical form (enum, const, uniqueItems)
+_SEARCH_STEPS = 250  # per pattern tried, whatever the text (patternProperties: every pattern against every key)
+_COMPILE_STEPS = 1000  # per character of a pattern compiled during a check (about 2 ms for 250 in re, parsing included)
 
 _run = threading.local()  # .skipped: the patterns a check in progress on this thread could not apply; .budget
 
@@ -136,14 +145,28 @@ class _OverDeadline(_OverBudget):
     """The check of one value reached the caller's deadline: it stops, and the value is not checked."""
 
 
+def _spend(steps: int) -> None:
+    """Spend ``steps`` from the budget of the check in progress on this thread (if any); over it, stop."""
+    budget = getattr(_run, "budget", None)
+    if budget is not None:
+        budget.spend(steps)
+
+
+def _charged(errors: Any) -> Any:
+    for error in errors:
+        _spend(_CHAR_STEPS * len(str(error.message)))  # jsonschema's messages repr the instance: a big one, each time
+        yield error
+
+
 def _counted(keyword: Any) -> Any:
     """``keyword`` (a jsonschema keyword function), spending from the budget of the check in progress."""
 
     def spend(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
-        budget = getattr(_run, "budget", None)
-        if budget is not None:
-            budget.spend(_KEYWORD_STEPS)
-        return keyword(validator, value, instance, schema)
+        if getattr(_run, "budget", None) is None:
+            return keyword(validator, value, instance, schema)
+        _spend(_KEYWORD_STEPS)
+        errors = keyword(validator, value, instance, schema)
+        return None if errors is None else _charged(errors)
 
     return spend
 
@@ -157,11 +180,13 @@ def _skipped(pattern: str) -> None:
 def _search(pattern: Any, text: Any) -> bool | None:
     if not isinstance(pattern, str) or not isinstance(text, str):
         return None
-    from .patterns import cost, search
+    from .patterns import cached, cost, search
 
     budget = getattr(_run, "budget", None)
     if budget is not None:
-        steps = cost(pattern, text)
+        if not cached(pattern):  # more patterns than the cache keeps (2000 patternProperties): compiled again each time
+            _spend(_COMPILE_STEPS * len(pattern))
+        steps = _SEARCH_STEPS + cost(pattern, text)
         if steps > budget.left:
             _skipped(pattern)  # over the check's budget: not applied (the rest of the value still is)
             return None
@@ -207,9 +232,9 @@ def _additional_properties(validator: Any, additional: Any, instance: Any, schem
         for extra in extras:
             yield from validator.descend(instance[extra], additional, path=extra)
     elif not additional and extras:
-        joined = ", ".join(repr(each) for each in sorted(extras, key=str)[:20])
+        joined = ", ".join(_short(each) for each in sorted(extras, key=str)[:20])
         if patterns:
-            yield ValidationError(f"{joined} do(es) not match any of the regexes: {', '.join(map(repr, sorted(patterns)))}")
+            yield ValidationError(f"{joined} do(es) not match any of the regexes: {', '.join(map(_short, sorted(patterns)[:20]))}")
         else:
             yield ValidationError(f"Additional properties are not allowed ({joined} unexpected)")
 
@@ -218,8 +243,10 @@ def _canonical(value: Any) -> Any:
     """A hashable form of a JSON value, equal where JSON Schema calls values equal (1 == 1.0, True != 1); iterative."""
     out: list[Any] = []
     stack: list[tuple[Any, bool]] = [(value, False)]
+    nodes = 0
     while stack:
         node, built = stack.pop()
+        nodes += 1
         if isinstance(node, (dict, list, tuple)):
             if not built:
                 stack.append((node, True))
@@ -241,6 +268,7 @@ def _canonical(value: Any) -> Any:
             out.append(("leaf", node))
         else:
             out.append(("other", repr(node)))
+    _spend(_NODE_STEPS * nodes)
     return out[0]
 
 
@@ -258,12 +286,60 @@ def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> An
         seen.add(key)
 
 
+_enums: OrderedDict[int, tuple[Any, frozenset[Any]]] = OrderedDict()  # id(enum list) -> (the list, kept alive; its forms)
+
+
+def _enum_forms(enums: list[Any]) -> frozenset[Any]:
+    with _lock:
+        hit = _enums.get(id(enums))
+        if hit is not None and hit[0] is enums:
+            _enums.move_to_end(id(enums))
+            return hit[1]
+    saved = getattr(_run, "budget", None)
+    _run.budget = None  # once per schema, linear in its size: not the value's cost
+    try:
+        forms = frozenset(_canonical(each) for each in enums)
+    finally:
+        _run.budget = saved
+    with _lock:
+        _enums[id(enums)] = (enums, forms)
+        while len(_enums) > _MAX_VALIDATORS:
+            _enums.popitem(last=False)
+    return forms
+
+
+def _enum(validator: Any, enums: Any, instance: Any, schema: Any) -> Any:
+    if not isinstance(enums, list):
+        if enums != instance:
+            from jsonschema.exceptions import ValidationError
+
+            yield ValidationError(f"{_short(instance)} is not {_short(enums)}")
+        return
+    if _canonical(instance) not in _enum_forms(enums):
+        from jsonschema.exceptions import ValidationError
+
+        yield ValidationError(f"{_short(instance)} is not one of {_short(enums)}")
+
+
+def _const(validator: Any, const: Any, instance: Any, schema: Any) -> Any:
+    if _canonical(instance) != _canonical(const):
+        from jsonschema.exceptions import ValidationError
+
+        yield ValidationError(f"{_short(const)} was expected")
+
+
 def _not_applied(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
     return iter(())  # unevaluatedProperties next to an unsafe patternProperties: jsonschema would run it with re
 
 
+_repr = reprlib.Repr()
+_repr.maxlevel, _repr.maxstring, _repr.maxother, _repr.maxlong = 4, 120, 120, 60
+_repr.maxlist = _repr.maxtuple = _repr.maxdict = _repr.maxset = 12
+
+
 def _short(value: Any) -> str:
-    text = repr(value) if not deeper_than(value, 8) else f"a nested {type(value).__name__}"
+    """A repr of ``value`` at most about 200 characters long, at a cost that does not grow with the value."""
+    text = _repr.repr(value)
     return text if len(text) <= 200 else text[:200] + "…"
 
 
@@ -281,6 +357,10 @@ def _safe_class(base: Any, *, unevaluated: bool = True) -> Any:
     keywords = dict(base.VALIDATORS)
     keywords.update({"pattern": _pattern, "patternProperties": _pattern_properties,
                      "additionalProperties": _additional_properties, "uniqueItems": _unique_items})
+    if "enum" in keywords:
+        keywords["enum"] = _enum
+    if "const" in keywords:
+        keywords["const"] = _const
     if not unevaluated:
         keywords["unevaluatedProperties"] = _not_applied
     keywords = {name: _counted(keyword) for name, keyword in keywords.items()}  # every keyword spends from the budget
@@ -380,6 +460,12 @@ def schema_check(schema: Any, *, what: str, tool: str, server: str, emit: Emit |
                     "than %d steps (a $ref fan-out or a large value; said once per schema)", server, tool, what,
                     MAX_CHECK_STEPS)
             return  # never a false "invalid"
+        except RecursionError:  # a recursive $ref follows the value down, several frames a level: too deep to check
+            if not compiled.said_too_deep:
+                compiled.said_too_deep = True
+                say(log, logging.WARNING, "server %r: tool %r: a value passed its %s unchecked: it nests too deeply to "
+                    "check (said once per schema)", server, tool, what)
+            return
         except Exception as exc:  # referencing raises its own tree (Unresolvable, …)
             raise ProtocolError(
                 f"server {server!r}: the {what} of tool {tool!r} cannot be applied ({type(exc).__name__}: {exc}); "
@@ -395,11 +481,12 @@ def schema_check(schema: Any, *, what: str, tool: str, server: str, emit: Emit |
                 next(pattern for pattern in skipped if status(pattern) is None)[:80], what)
         if error is not None:
             path = _json_path(error.absolute_path)
+            reason = error.message if len(error.message) <= 300 else error.message[:300] + "…"  # a repr of the value
             raise SchemaValidationError(
-                f"server {server!r}: tool {tool!r} {subject} that do not match its {what} at {path}: {error.message}"
+                f"server {server!r}: tool {tool!r} {subject} that do not match its {what} at {path}: {reason}"
                 if what == "inputSchema" else
-                f"server {server!r}: tool {tool!r} {subject} that does not match its {what} at {path}: {error.message}",
-                path=path, reason=error.message, tool=tool, server=server,
+                f"server {server!r}: tool {tool!r} {subject} that does not match its {what} at {path}: {reason}",
+                path=path, reason=reason, tool=tool, server=server,
             )
 
     return check

@@ -148,3 +148,24 @@ def test_typescript_sdk_elicitation_example_right_after_connect(sdk_example: str
             tool = next(name for name in tools if "register" in name or "elicit" in name.lower())
             _, error, took = outcome_of(client.call_tool, tool, {}, timeout=5)
             assert not isinstance(error, mcpcall.RequestTimeout), f"timed out after {took:.1f} s: {error}"
+
+
+def test_a_new_session_waits_for_the_get_stream_of_that_session(server: FaultServer) -> None:
+    # After a server restart the GET stream had ended and its listener waited out the server's retry delay (up to
+    # 30 s); the next call started a new session, whose notifications/initialized found that listener alive and
+    # returned at once: the elicitation the server sent on the new session had no stream and was dropped, and the
+    # call waited out its whole timeout. A new session now wakes the listener and waits for its stream as connect does.
+    server.get_retry_ms = 20_000
+    with mcpcall.connect(server.url, name="fault", timeout=10, elicitation=accept) as client:
+        assert server.wait_for(lambda: server.get_streams_open == 1)
+        server.expire_after = 0  # the server forgets the session...
+        assert server._httpd is not None
+        server._httpd.cut_connections()  # ...and its GET stream ends: the listener waits 20 s before asking again
+        assert server.wait_for(lambda: server.get_streams_open == 0)
+        _, error, _ = outcome_of(client.call_tool, "echo", {"message": "hi"}, timeout=5)
+        assert isinstance(error, mcpcall.SessionExpired), error
+        server.expire_after = None
+        result, error, took = outcome_of(client.call_tool, "elicit", {}, timeout=4)
+    assert error is None, f"{type(error).__name__} after {took:.1f} s: {error}"
+    assert server.undelivered == 0
+    assert json.loads(result.text) == {"action": "accept", "content": {"ok": True}}

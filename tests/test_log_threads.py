@@ -192,3 +192,35 @@ def test_a_scheduled_callback_that_raises_is_logged_off_the_scheduler_thread(whe
     failed = [s for s in where.seen if "scheduled callback failed" in s[2]]
     assert failed and failed[0][0] == "mcpcall-callbacks-sched-test"
     assert where.on_io_threads() == []
+
+
+def test_a_logging_filter_that_raises_on_a_deferred_record_neither_kills_the_callbacks_thread_nor_loses_the_rest() -> None:
+    # A record kept by log_later is emitted by the next callbacks thread before its next callback, outside the
+    # try that guards user code: a logging filter (user code) that raised there ended the thread, and with it every
+    # callback queued after (handlers, progress, the next round of a request), and the records after it were lost.
+    from mcpcall.callbacks import CallbackRunner, log_later
+
+    logger = logging.getLogger("mcpcall.test-deferred")
+    seen: list[str] = []
+
+    class Picky(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            if "boom" in record.getMessage():
+                raise RuntimeError("a user's logging filter broke")
+            seen.append(record.getMessage())
+            return False
+
+    picky = Picky()
+    logger.addFilter(picky)
+    runner = CallbackRunner("deferred-test")
+    try:
+        log_later(logger, logging.ERROR, "first: boom")
+        log_later(logger, logging.ERROR, "second: kept")
+        ran = threading.Event()
+        runner.submit(lambda: None)
+        runner.submit(ran.set)
+        assert ran.wait(10), "the callbacks thread died on the deferred record"
+        assert seen == ["second: kept"]
+    finally:
+        runner.close()
+        logger.removeFilter(picky)

@@ -285,3 +285,135 @@ def test_a_call_returns_by_its_deadline_whatever_the_check_costs_and_logs_off_th
     assert "returned" in out or "timeout True" in out
     said = out.split("threads ")[1]
     assert "MainThread" in said and "reader" not in said, out  # checked, and said, on the caller's thread
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_fallbacks_bound_counts_what_an_optional_group_holds_multiline_starts_and_every_literal(engine: str) -> None:
+    # The review's cases, each minutes in re although the fallback ran them: (...)? and (...){1} counted their body's
+    # repetitions as none or one; ^ under (?m) anchors every line; a literal after \d* is compared at every backtrack
+    # (900 of them: 15 s on 3000 characters), a run of 240 sets 3 s on a million. \Z makes RE2 refuse each (the fallback
+    # decides there too); without \Z RE2 runs them, linear.
+    out = run_isolated(r"""
+        from mcpcall import patterns
+        cases = [(r"(?:\d*\d*\d*\d*)?x", "1" * 200), (r"(?:\d*\d*\d*\d*){1}x", "1" * 200),
+                 (r"(?m)^[\d\n]*[\d\n]*x", "1\n" * 1500), (r"\d*" + "1" * 900 + "x", "1" * 3000),
+                 ("[ab]" * 240 + "x", "a" * 1_000_000)]
+        for pattern, text in cases:
+            for tail in ("", r"\Z"):
+                print(pattern[:12], tail, patterns.search(pattern + tail, text), flush=True)
+        print(patterns.search(r"^-?\d+(?:\.\d+)?$", "12.5"), patterns.search(r"^\d{1,3}(?:\.\d{1,3}){3}$", "1.2.3.4"),
+              patterns.search(r"(?m)^ab$", "x\nab"), patterns.search(r"^ab$", "x\nab"))  # still decided
+    """, engine, timeout=20)
+    lines = out.strip().split("\n")
+    assert len(lines) == 11
+    for line in lines[:10]:
+        assert line.endswith(("None", "False")), line  # never a false "invalid" (no match), never minutes
+    assert lines[10] == "True True True False"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_spaces_digits_words_and_boundaries_match_as_json_schemas_ecma_regexes_do(engine: str) -> None:
+    # RE2's \s is [\t\n\f\r ] only: "a\u00a0b" (a no-break space, common in formatted text) was "invalid" against
+    # ^\S+\s\S+$, and so were \v, U+2028, U+3000, U+FEFF. Python's \d \w \b are Unicode where ECMA's are ASCII:
+    # "٣" was refused by ^\D+$ and "éfoo" by \bfoo. (A mismatch there is a false "invalid".)
+    out = run_isolated(r"""
+        from mcpcall import patterns
+        for space in ["\u00a0", "\v", "\u2028", "\u3000", "\ufeff", "\t"]:
+            print(patterns.search(r"^\S+\s\S+$", "a" + space + "b"), patterns.search(r"^[\s,]+$", space + ","), end=" ")
+        print()
+        print(patterns.search(r"^\D+$", "\u0663"), patterns.search(r"\bfoo", "\u00e9foo"), patterns.search(r"^[^\s]$", "\u00a0"),
+              patterns.search(r"^\w+$", "\u00e9"), patterns.search(r"^[\w.-]+@[\w-]+$", "a.b@c-d"),
+              patterns.search(r"^\d{3}$", "123"), patterns.search(r"\\s", "\\s"), patterns.search(r"^[]a]+$", "]a"))
+        print(patterns.search("^" + r"\w\s" * 15 + "$", "a\u00a0" * 15))  # longer than MAX_PATTERN_CHARS once spelled out
+    """, engine, timeout=20)
+    first, second, third = out.strip().split("\n")
+    assert third == "True"
+    assert first.split() == ["True"] * 12
+    assert second.split() == ["True", "True", "False", "False", "True", "True", "True", "True"]
+
+
+def test_a_check_pays_for_error_messages_and_enum_comparisons_and_a_deep_value_passes_unchecked() -> None:
+    # The review's cases: every jsonschema error message reprs the instance, so 1000 anyOf branches over a list of
+    # 100,000 numbers built 1000 reprs of it (31 s) on 1000 keyword steps of the budget; enum compared a 1000-element
+    # list with each entry in Python and repr'd the whole enum per failing item (40 s for 10 items of 1000 entries); a value
+    # 400 deep under a recursive $ref raised RecursionError, turned into a ProtocolError: a valid value failed the call.
+    out = run_isolated("""
+        import json
+        from mcpcall.schema import output_check
+        from mcpcall import SchemaValidationError
+        def verdict(schema, value):
+            try:
+                output_check(schema, tool="t", server="s")(value)
+                return "passed"
+            except SchemaValidationError as exc:
+                assert len(str(exc)) < 1000, len(str(exc))
+                return "invalid"
+        print(verdict({"anyOf": [{"type": "string"}] * 1000}, list(range(100_000))), flush=True)
+        big = [list(range(1000)) for _ in range(200)]
+        for i, entry in enumerate(big):
+            entry[-1] = -1 - i
+        print(verdict({"type": "array", "items": {"enum": big}}, [list(range(1000))] * 200), flush=True)
+        deep = []
+        for _ in range(400):
+            deep = [deep]
+        tree = {"$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}}}, "$ref": "#/$defs/n"}
+        print(verdict(tree, json.loads(json.dumps(deep))), verdict(tree, [[], [[]]]), verdict(tree, [[1]]))
+        # enum and const keep JSON equality: 1 == 1.0, True != 1, key order does not matter
+        print(verdict({"enum": [1, {"a": [1, 2], "b": None}]}, 1.0), verdict({"enum": [1]}, True),
+              verdict({"enum": [{"a": [1, 2], "b": None}]}, {"b": None, "a": [1.0, 2]}), verdict({"const": [True]}, [1]),
+              verdict({"const": {"x": "y"}}, {"x": "y"}), verdict({"enum": [[1, 2]]}, [2, 1]))
+        print(verdict({"type": "string"}, list(range(100_000))))  # the message holds a short repr, not 600 KB of it
+    """, "fallback", timeout=15)
+    lines = out.split("\n")
+    assert lines[0] in ("passed", "invalid")  # over budget it passes unchecked; either way promptly
+    assert lines[1:5] == ["invalid", "passed passed invalid", "passed invalid passed invalid passed invalid", "invalid"]
+
+
+@pytest.mark.skipif(not HAVE_RE2, reason="google-re2 not installed")
+def test_an_re2_pattern_whose_dfa_outgrows_its_memory_counts_its_program_size_in_the_budget() -> None:
+    # RE2 is linear in the text, times the program's size once the DFA blows up and RE2 simulates the program:
+    # this pattern took 2.4 s per million characters, so a 10-million-character text (cost 10**7, in the budget) took
+    # about 25 s in one check. Counted as program size times length, it is over the budget: not checked, at once.
+    out = run_isolated("""
+        import random
+        from mcpcall.schema import output_check
+        rnd = random.Random(7)
+        text = rnd.randbytes(10_000_000).translate(bytes(97 + (i & 1) for i in range(256))).decode()  # a and b
+        pattern = "(?:[ab]*a[ab]{20}c|[ab]*b[ab]{20}c|[ab]*a[ab]{19}b[ab]c){5}"
+        output_check({"type": "string", "pattern": pattern}, tool="t", server="s")(text)
+        print("passed")
+        check = output_check({"type": "string", "pattern": "^[ab]+$"}, tool="t", server="s")
+        check(text[:1_000_000])  # a small program: still decided on a long text
+        try:
+            check(text[:1_000_000] + "c")
+        except Exception as exc:
+            print(type(exc).__name__)
+    """, "re2", timeout=15)
+    assert out.split() == ["passed", "SchemaValidationError"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_patterns_compiled_again_during_a_check_spend_from_its_budget(engine: str) -> None:
+    # 1100 patternProperties are more than the pattern cache keeps (1024): every key against every pattern compiled
+    # it again, uncounted (the budget saw only a few steps per short key). 100 keys took 7.4 s in the fallback and
+    # 3.9 s with RE2 (2000 patterns), 5000 keys fifty times that, on the reader thread.
+    out = run_isolated("""
+        from mcpcall.schema import output_check
+        pp = {f"^k{i}_" + "[a-z]x" * 40 + "$": {"type": "integer"} for i in range(1100)}
+        check = output_check({"type": "object", "patternProperties": pp}, tool="t", server="s")
+        check({f"key{j}": 1 for j in range(5000)})
+        print("passed")
+    """, engine, timeout=30)
+    assert out.split() == ["passed"]
+
+
+def test_long_patterns_are_not_compiled_to_check_a_schema_against_its_meta_schema() -> None:
+    # The meta-schema's "regex" format compiled every pattern up to 100,000 characters with re (about a second each,
+    # on the thread that lists the tools, past its deadline); a pattern longer than MAX_PATTERN_CHARS is never run
+    # by re, so its verdict does not matter: 40 such patterns took 40 s to list.
+    out = run_isolated("""
+        from mcpcall.schema import output_check
+        props = {f"p{i}": {"type": "string", "pattern": f"(a{i})" * 16000} for i in range(40)}
+        print(output_check({"type": "object", "properties": props}, tool="t", server="s") is not None)
+    """, "fallback", timeout=20)
+    assert out.split() == ["True"]

@@ -106,8 +106,9 @@ class HTTPTransport(HTTPBase):
         self.tool_headers: dict[str, HeaderParams] = {}
         self.allow_fallback = allow_fallback
         self._listener: threading.Thread | None = None
-        self._listen_ready = threading.Event()  # the GET stream is open, refused or failed (this listener's)
-        self._listen_exchange = Exchange("GET stream")
+        self._listen_ready = threading.Event()  # the GET stream is open, refused or failed (the session's)
+        self._listen_exchange = Exchange("GET stream")  # the listener's current GET (under _lock)
+        self._listen_wake = threading.Event()  # a new session or close(): the listener stops waiting to ask again
         self._options = dict(options)
 
     def start(self, receiver: Receiver, *, timeout: float | None = None) -> None:
@@ -123,12 +124,19 @@ class HTTPTransport(HTTPBase):
         """After ``notifications/initialized`` (legacy): open the GET stream for server messages.
 
         Returns an event set once the stream's first answer came (open or
-        refused), its first attempt failed, or the transport closed.
+        refused), its first attempt failed, or the transport closed. A listener
+        still running belongs to a session that ended (a new one was just
+        initialized): its stream, or its wait before asking again (a server's
+        ``retry:``, up to 30 s), ends now, and it asks for the new session's stream.
         """
         with self._lock:
-            if (self._listener is not None and self._listener.is_alive()) or self._closing.is_set():
+            if self._closing.is_set():
                 return self._listen_ready
             ready = self._listen_ready = threading.Event()
+            if self._listener is not None and self._listener.is_alive():
+                self._listen_wake.set()
+                self._listen_exchange.abort()
+                return ready
             self._listener = threading.Thread(target=self._listen, args=(ready,), name=f"mcpcall-listen-{self.name}",
                                               daemon=True)
         self._listener.start()
@@ -355,15 +363,25 @@ class HTTPTransport(HTTPBase):
 
     def _listen(self, ready: threading.Event) -> None:
         try:
-            self._listen_loop(ready)
+            self._listen_loop()
         finally:
+            with self._lock:
+                ready = self._listen_ready
             ready.set()
 
-    def _listen_loop(self, ready: threading.Event) -> None:
+    def _listen_loop(self) -> None:
         last_id: str | None = None
         delay = 1.0
-        exchange = self._listen_exchange
-        while not exchange.aborted.is_set():
+        session = self.session_id
+        while True:
+            with self._lock:  # each GET its own exchange: a new session aborts the old one's stream
+                if self._closing.is_set():
+                    return
+                exchange = self._listen_exchange = Exchange("GET stream")
+                ready = self._listen_ready
+                self._listen_wake.clear()
+            if self.session_id != session:
+                session, last_id, delay = self.session_id, None, 1.0  # nothing of the old session's to resume
             headers = self._headers(None, accept="text/event-stream")
             if last_id is not None and _header_safe(last_id):
                 headers["Last-Event-ID"] = last_id
@@ -388,8 +406,7 @@ class HTTPTransport(HTTPBase):
             except Exception as exc:  # noqa: BLE001 - the stream is optional; try again later
                 self._log(logging.DEBUG, "server %r: GET stream: %s", self.name, exc)
                 delay = min(delay * 2, _LISTEN_MAX_DELAY)
-            if exchange.aborted.wait(delay):
-                return
+            self._listen_wake.wait(delay)  # set by a new session (ask again now) and by close()
 
     # -- closing ---------------------------------------------------------------------------
 
@@ -418,11 +435,12 @@ class HTTPTransport(HTTPBase):
                 log.debug("server %r: DELETE of the session failed: %s", self.name, exc)
             finally:
                 timer.cancel()
-        self._closing.set()
         with self._lock:
-            ready = self._listen_ready
+            self._closing.set()
+            ready, listening = self._listen_ready, self._listen_exchange
         ready.set()  # a connect() waiting for the GET stream waits no longer (also an event no listener will set)
-        self._listen_exchange.abort()
+        listening.abort()
+        self._listen_wake.set()
         self._stop_workers()
         if self._listener is not None and self._listener is not threading.current_thread():
             self._listener.join(5.0)

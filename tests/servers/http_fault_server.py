@@ -165,6 +165,7 @@ class FaultServer:
         self.close_delimited = False  # SSE replies and streams end by closing the connection
         self.endpoint_event = True  # the HTTP+SSE stream names its endpoint
         self.get_delay = 0.0  # seconds before the standalone GET stream answers
+        self.get_retry_ms: int | None = None  # the standalone GET stream starts with this ``retry:``
         # -- what happened -----------------------------------------------------
         self.seen: list[Seen] = []
         self.sessions: dict[str, int] = {}  # live session id -> requests seen
@@ -721,6 +722,8 @@ class _Handler(BaseHTTPRequestHandler):
             fault.get_streams_open += 1
         try:
             self.start_sse()
+            if fault.get_retry_ms is not None:
+                self.write(f"retry: {fault.get_retry_ms}\n\n".encode())
             self._pump(fault._notices)
         finally:
             with fault._changed:
