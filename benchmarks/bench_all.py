@@ -351,19 +351,24 @@ def plot(best: dict[str, dict[str, dict[str, float]]], threads: int, path: str, 
     fig, axes = plt.subplots(1, 2, figsize=(10, 0.28 * len(labels) + 1.4), sharey=True)
     for ax, metric, name in ((axes[0], "calls_per_second", "calls/s (higher is better)"),
                              (axes[1], "client_cpu_us", "client CPU µs per call (lower is better)")):
-        for offset, mode, alpha, tag in ((0.2, "seq", 1.0, "sequential"), (-0.2, "par", 0.45, f"{threads} threads")):
+        for offset, mode, alpha in ((0.2, "seq", 1.0), (-0.2, "par", 0.45)):
             colors = [CLIENT_COLORS.get(label.rsplit(" ", 1)[1], "#2ca02c") for label in labels]
             ax.barh([y + offset for y in ys], [best[label][mode][metric] for label in labels], height=0.38,
-                    color=colors, alpha=alpha, label=tag)
+                    color=colors, alpha=alpha)
         ax.set_xscale("log")
         ax.set_title(name, fontsize=9)
         ax.tick_params(labelsize=7)
         ax.grid(axis="x", which="both", alpha=0.3)
     axes[0].set_yticks(ys)
     axes[0].set_yticklabels(labels, fontsize=7)
-    axes[0].legend(fontsize=7, loc="lower right")
+    from matplotlib.patches import Patch  # type: ignore[import-not-found,unused-ignore]
+
+    handles = [Patch(color=CLIENT_COLORS[c], label=name) for c, name in
+               (("mcpcall", "mcpcall"), ("sdk", "official SDK"), ("raw", "raw / http.client loop"), ("requests", "requests loop"))]
+    handles.append(Patch(color="#7f7f7f", alpha=0.45, label=f"pale: {threads} threads"))
+    fig.legend(handles=handles, fontsize=7, loc="lower center", ncol=len(handles), frameon=False)
     fig.suptitle(title, fontsize=8)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path, dpi=72)
     plt.close(fig)
     return None

@@ -62,25 +62,20 @@ class Counter:
             self.c[(package_of("", getattr(arg, "__module__", None) or ""), getattr(arg, "__qualname__", repr(arg)))] += 1
 
 
-def count(connect: Callable[[], tuple[Callable[[], Any], Callable[[], None]]], calls: int) -> Counter:
-    """Connect, warm up, count ``calls`` calls, close."""
-    counter = Counter()
-    threading.setprofile(counter.hook)  # for every thread started from here on: readers, workers, scheduler
-    sys.setprofile(counter.hook)
+def count(counter: Counter, connect: Callable[[], tuple[Callable[[], Any], Callable[[], None]]], calls: int) -> Counter:
+    """Connect, warm up, count ``calls`` calls on ``counter`` (emptied first), close."""
+    counter.py.clear()
+    counter.c.clear()
+    call, close = connect()
     try:
-        call, close = connect()
-        try:
-            for _ in range(WARMUP):
-                call()
-            counter.on = True
-            for _ in range(calls):
-                call()
-            counter.on = False
-        finally:
-            close()
+        for _ in range(WARMUP):
+            call()
+        counter.on = True
+        for _ in range(calls):
+            call()
+        counter.on = False
     finally:
-        sys.setprofile(None)
-        threading.setprofile(None)  # type: ignore[arg-type,unused-ignore]
+        close()
     return counter
 
 
@@ -141,10 +136,17 @@ def main(argv: list[str] | None = None) -> int:
                             (f"http {reply} requests loop", baseline_client(bench_http.RequestsClient, server.url)),
                             (f"http {reply} legacy mcpcall", mcpcall_client(server.url, "legacy")),
                             (f"http {reply} modern mcpcall", mcpcall_client(server.url, "modern"))]
+        # One hook for the whole run, set before any client exists: every thread a client starts gets it, and so
+        # do the threads mcpcall keeps for the process (the scheduler) once the first client has started them.
+        counter = Counter()
+        threading.setprofile(counter.hook)
+        sys.setprofile(counter.hook)
         for name, connect in clients:
-            results[name] = summarize(count(connect, opts.calls), opts.calls, opts.top)
+            results[name] = summarize(count(counter, connect, opts.calls), opts.calls, opts.top)
             print(f"  {name} done", flush=True)
     finally:
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type,unused-ignore]
         for server in servers:
             server.close()
     print(f"\nfunction calls per tool call (sequential, {opts.calls} calls, every thread of the client)")
