@@ -6,7 +6,9 @@ sequential ``call_tool("echo", ...)`` calls, with a profile hook
 threads the client starts: readers, workers, the scheduler) counting every
 Python function call and every call of a C function, divided by N. The server
 runs in its own process and is not counted. Per client: the totals, the share
-per package (mcpcall, requests, urllib3, http.client, json, threading, ...), and
+per package (mcpcall's modules, requests, urllib3, http.client, threading, ...: a
+Python function counts for its own module, a C function for the module that
+called it, so each package's share is the work done in its code), and
 with ``--top K`` the K functions called most often.
 
     python benchmarks/profile_calls.py [--calls 2000] [--top 12] [--only stdio|http] [--json FILE]
@@ -30,10 +32,8 @@ from common import ARGS
 WARMUP = 200
 
 
-def package_of(filename: str, c_module: str | None) -> str:
+def package_of(filename: str) -> str:
     """A short name for where a function lives: ``mcpcall.x``, a third-party package, or a stdlib module."""
-    if c_module is not None:
-        return f"{c_module.split('.')[0] or 'builtins'} (C)"
     path = filename.replace(os.sep, "/")
     if "/mcpcall/" in path:
         return "mcpcall." + path.rsplit("/mcpcall/", 1)[1].removesuffix(".py").replace("/", ".")
@@ -57,9 +57,10 @@ class Counter:
             return
         if event == "call":
             code = frame.f_code
-            self.py[(package_of(code.co_filename, None), getattr(code, "co_qualname", code.co_name))] += 1
-        elif event == "c_call":
-            self.c[(package_of("", getattr(arg, "__module__", None) or ""), getattr(arg, "__qualname__", repr(arg)))] += 1
+            self.py[(package_of(code.co_filename), getattr(code, "co_qualname", code.co_name))] += 1
+        elif event == "c_call":  # a C function counts for the code that called it: where the time goes
+            caller = package_of(frame.f_code.co_filename)
+            self.c[(caller, f"{getattr(arg, '__qualname__', None) or repr(arg)} (C)")] += 1
 
 
 def count(counter: Counter, connect: Callable[[], tuple[Callable[[], Any], Callable[[], None]]], calls: int) -> Counter:
@@ -136,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
                             (f"http {reply} requests loop", baseline_client(bench_http.RequestsClient, server.url)),
                             (f"http {reply} legacy mcpcall", mcpcall_client(server.url, "legacy")),
                             (f"http {reply} modern mcpcall", mcpcall_client(server.url, "modern"))]
+            server = bench_http.Server("sdk", "--sse")
+            servers.append(server)
+            clients.append(("http+sse legacy mcpcall", mcpcall_client(server.url, "legacy")))
         # One hook for the whole run, set before any client exists: every thread a client starts gets it, and so
         # do the threads mcpcall keeps for the process (the scheduler) once the first client has started them.
         counter = Counter()
