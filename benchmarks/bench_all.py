@@ -36,6 +36,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -186,8 +187,21 @@ async def sdk_worker(era: str, target: str) -> None:
         await serve_async(call, found.instructions)
 
 
+PIN_ENV = "BENCH_ALL_CPU"  # set by the parent: the CPU a worker pins itself to once its imports are done
+
+
 def worker_main(client: str, era: str, target: str) -> None:
-    """One worker (see common): ``client`` in ``era`` against ``target`` (``stdio`` or a URL)."""
+    """One worker (see common): ``client`` in ``era`` against ``target`` (``stdio`` or a URL).
+
+    The imports come first, on any CPU (the workers start side by side, which is most of
+    a run's setup), then the worker pins itself to ``$BENCH_ALL_CPU`` before it connects:
+    its threads and the stdio server it starts inherit that.
+    """
+    for module in (["mcp.client.session", "mcp.client.stdio", "mcp.client.sse", "mcp.client.streamable_http"]
+                   if client == "sdk" else ["mcpcall", "requests"]):
+        importlib.import_module(module)
+    if os.environ.get(PIN_ENV):
+        os.sched_setaffinity(0, {int(os.environ[PIN_ENV])})
     if client == "sdk":
         asyncio.run(sdk_worker(era, target))
         return
@@ -207,19 +221,40 @@ def measure(opts: argparse.Namespace, rows: list[Row]) -> dict[str, Any]:
     servers: dict[str, bench_http.Server] = {}
     workers: dict[Row, Worker] = {}
     rounds: dict[Row, dict[str, list[tuple[int, float, float]]]] = {row: {m: [] for m in MODES} for row in rows}
+    pinned = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    begun = time.perf_counter()
     try:
         for row in rows:
             spec = TRANSPORTS[row.transport]
             if spec is not None and row.transport not in servers:
-                servers[row.transport] = bench_http.Server(*spec)
-            target = STDIO if spec is None else servers[row.transport].url
-            workers[row] = Worker(__file__, row.client, row.era, target)
-            print(f"  started {row.label} ({workers[row].server_cpus})", flush=True)
+                servers[row.transport] = bench_http.Server(*spec)  # inherits the pinning
+        # The workers start side by side on every CPU; each pins itself once its imports are done (worker_main).
+        if pinned is not None and len(pinned) == 1 and opts.all_cpus:
+            os.environ[PIN_ENV] = str(next(iter(pinned)))
+            os.sched_setaffinity(0, opts.all_cpus)
+        try:
+            with ThreadPoolExecutor(len(rows)) as pool:
+                started = {row: pool.submit(Worker, __file__, row.client, row.era,
+                                            STDIO if TRANSPORTS[row.transport] is None else servers[row.transport].url)
+                           for row in rows}
+                failed: BaseException | None = None
+                for row in rows:  # every worker that did start is kept, so that it is closed below
+                    try:
+                        workers[row] = started[row].result()
+                    except BaseException as error:  # noqa: BLE001 (SystemExit from Worker: a worker died while starting)
+                        failed = failed or error
+                if failed is not None:
+                    raise failed
+        finally:
+            os.environ.pop(PIN_ENV, None)
+            if pinned is not None:
+                os.sched_setaffinity(0, pinned)
+        print(f"  started {len(workers)} workers and {len(servers)} HTTP servers in {time.perf_counter() - begun:.0f} s", flush=True)
         for n in range(opts.rounds):
             for row, worker in workers.items():
                 for mode in MODES:
                     rounds[row][mode].append(worker.measure(mode, opts.seconds, opts.threads))
-            print(f"  round {n + 1}/{opts.rounds} done", flush=True)
+            print(f"  round {n + 1}/{opts.rounds} done ({time.perf_counter() - begun:.0f} s)", flush=True)
     finally:
         for worker in workers.values():
             worker.close()
@@ -431,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     opts.seconds = opts.seconds or (0.5 if opts.quick else 1.5)
 
     pinned = None if opts.no_pin else opts.cpu
+    opts.all_cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     pin_and_announce(pinned, opts.rounds, opts.seconds)
     spec = importlib.util.find_spec("mcpcall")
     print(f"mcpcall measured: {spec.origin if spec else 'not found'}", flush=True)  # the workers import the same
