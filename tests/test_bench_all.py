@@ -92,3 +92,24 @@ def test_plot_is_skipped_with_a_note_without_matplotlib(bench_all: Any, monkeypa
     note = bench_all.plot(canned(bench_all), 8, str(tmp_path / "out.png"), "title")
     assert note is not None and "matplotlib" in note
     assert not (tmp_path / "out.png").exists()
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("def summary(quick):\n    return {'stdio': 1.5, 'http-json': 2.5}\n",
+     {"10 MB result stdio: peak RSS growth/payload": True, "10 MB result http-json: peak RSS growth/payload": False}),
+    ("def summary(quick):\n    raise RuntimeError('no server')\n", None),
+])
+def test_memory_lines_from_bench_memory(bench_all: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str], body: str, expected: Any) -> None:
+    (tmp_path / "bench_memory.py").write_text(body)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "bench_memory", raising=False)
+    try:
+        lines = bench_all.memory_lines(quick=True)
+    finally:
+        sys.modules.pop("bench_memory", None)
+    if expected is None:
+        assert lines is None and "no server" in capsys.readouterr().out  # a note, and the run goes on
+    else:
+        assert {line["name"]: line["met"]["all"] for line in lines} == expected
+        assert [line["goal"] for line in lines] == ["<= 2", "<= 2"]
