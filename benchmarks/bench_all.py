@@ -32,11 +32,12 @@ import importlib.util
 import itertools
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,7 +50,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_PLOT = os.path.join(HERE, "results.png")
 BASELINES = ("raw", "http.client", "requests")  # the least a client can do, per transport
 STDIO = "stdio"
-# What each transport's server is: (transport label, http_server.py arguments or None for stdio).
+# Each transport's server: http_server.py's arguments (one server, shared by the transport's clients), or None for
+# stdio (every worker starts its own fast_server.py).
 TRANSPORTS = {
     "stdio": None,
     "http json": ("sdk", "--json-response"),
@@ -81,7 +83,8 @@ def rows_for(sdk: bool) -> list[Row]:
             rows += [Row(transport, "legacy", "http.client"), Row(transport, "legacy", "requests"),
                      Row(transport, "legacy", "mcpcall"), Row(transport, "legacy", "sdk"),
                      Row(transport, "modern", "mcpcall"), Row(transport, "modern", "sdk")]
-        rows += [Row("http+sse", "legacy", "mcpcall"), Row("http+sse", "legacy", "sdk")]
+        rows += [Row("http+sse", "legacy", "http.client"), Row("http+sse", "legacy", "mcpcall"),
+                 Row("http+sse", "legacy", "sdk")]
     return [row for row in rows if sdk or row.client != "sdk"]
 
 
@@ -154,6 +157,87 @@ class HttpClientLoop:
         conn.close()
 
 
+class HttpSseLoop:
+    """The same floor over HTTP+SSE: one ``http.client`` GET stream read by one thread, ``{id: Future}``, and
+    keep-alive POST connections (one per calling thread) to the endpoint the stream names.
+
+    The legacy handshake first, then no timeouts, no cancellation, no checks.
+    """
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        self._stream = http.client.HTTPConnection(self.host, self.port)
+        self._stream.request("GET", parts.path, headers={"Accept": "text/event-stream"})
+        self._events = self._stream.getresponse()
+        event, data = self._next_event()
+        if event != "endpoint":
+            raise RuntimeError(f"the HTTP+SSE stream began with {event!r}, not the endpoint event")
+        self.path = data
+        self._local = threading.local()
+        self._ids = itertools.count(1)
+        self._pending: dict[int, Future[dict[str, Any]]] = {}
+        self._dumps = json.JSONEncoder(separators=(",", ":")).encode
+        self.headers = {"Content-Type": "application/json"}
+        self._closed = False
+        threading.Thread(target=self._read, daemon=True).start()
+        info = {"name": "http.client", "version": "1"}
+        init = self.request("initialize", {"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": info})
+        self.instructions = init.get("instructions", "")
+        self._post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def _next_event(self) -> tuple[str, str]:
+        event, data = "message", list[str]()
+        while True:
+            line = self._events.readline()
+            if not line:
+                raise EOFError("the HTTP+SSE stream ended")
+            text = line.decode().rstrip("\r\n")
+            if not text:
+                if data:
+                    return event, "\n".join(data)
+                continue
+            if text.startswith("event:"):
+                event = text[6:].strip()
+            elif text.startswith("data:"):
+                data.append(text[5:].lstrip(" "))
+
+    def _read(self) -> None:
+        try:
+            while True:
+                _, data = self._next_event()
+                message = json.loads(data)
+                future = self._pending.pop(message.get("id"), None)
+                if future is not None:
+                    future.set_result(message.get("result") or {})
+        except Exception:  # close() shut the stream under this read: http.client fails in many ways
+            if not self._closed:
+                raise
+
+    def _post(self, message: dict[str, Any]) -> None:
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = http.client.HTTPConnection(self.host, self.port)
+        conn.request("POST", self.path, self._dumps(message).encode(), self.headers)
+        conn.getresponse().read()  # 202 Accepted; the answer comes on the stream
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        rid = next(self._ids)
+        future: Future[dict[str, Any]] = Future()
+        self._pending[rid] = future
+        self._post({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        return future.result()
+
+    def call_echo(self) -> str:
+        return str(self.request("tools/call", {"name": "echo", "arguments": ARGS})["content"][0]["text"])
+
+    def close(self) -> None:
+        self._closed = True
+        if self._stream.sock is not None:
+            self._stream.sock.shutdown(socket.SHUT_RDWR)
+        self._stream.close()
+
+
 # -- workers ---------------------------------------------------------------------------
 
 
@@ -209,7 +293,8 @@ def worker_main(client: str, era: str, target: str) -> None:
     if target == STDIO:  # mcpcall or the raw loop, each with its own fast_server.py
         thread_worker(kind, bench_stdio.SERVER, "raw", bench_stdio.RawClient)
     else:
-        baseline = HttpClientLoop if client == "http.client" else bench_http.RequestsClient
+        baseline = ((HttpSseLoop if target.endswith("/sse") else HttpClientLoop) if client == "http.client"
+                    else bench_http.RequestsClient)
         thread_worker(kind, target, client if client in BASELINES else "requests", baseline)
 
 
@@ -305,8 +390,11 @@ def targets(best: dict[str, dict[str, dict[str, float]]], imports: dict[str, flo
                 find(best, transport, "legacy", "http.client"), "client_cpu_us", False, "<=", 2.0)
             add(f"{transport} {era}: client CPU sdk/mcpcall", mine, find(best, transport, era, "sdk"),
                 "client_cpu_us", True, ">=", 3.0)
-    add("http+sse legacy: client CPU sdk/mcpcall", find(best, "http+sse", "legacy", "mcpcall"),
-        find(best, "http+sse", "legacy", "sdk"), "client_cpu_us", True, ">=", 3.0)
+    mine = find(best, "http+sse", "legacy", "mcpcall")
+    add("http+sse legacy: client CPU mcpcall/http.client", mine, find(best, "http+sse", "legacy", "http.client"),
+        "client_cpu_us", False, "<=", 2.0)
+    add("http+sse legacy: client CPU sdk/mcpcall", mine, find(best, "http+sse", "legacy", "sdk"),
+        "client_cpu_us", True, ">=", 3.0)
     if imports.get("mcpcall") is not None and imports.get("mcp.client.session"):
         ratio = imports["mcpcall"] / imports["mcp.client.session"]
         out.append({"name": "import time mcpcall/mcp.client.session", "values": {"all": ratio}, "goal": "< 0.2",

@@ -55,7 +55,7 @@ def test_table_lists_every_row(bench_all: Any) -> None:
     table = bench_all.format_table(best, 8).splitlines()
     assert "8 thr" in table[1]
     rows = [line.split() for line in table[2:] if line]
-    assert len(rows) == len(best) == 19
+    assert len(rows) == len(best) == 20
     stdio_mcpcall = next(cells for cells in rows if cells[:4] == ["stdio", "legacy", "mcpcall", "1,200"])
     assert stdio_mcpcall[4:] == ["2,400", "833", "417"]  # calls/s seq, 8 thr; client CPU us/call seq, 8 thr
     assert {" ".join(cells[:-4]) for cells in rows} == set(best)
