@@ -594,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
             if cpus != f"cpus={pinned}":
                 print(f"warning: {name} runs on {cpus}, not CPU {pinned}", flush=True)
     modules = ["mcpcall"] + (["mcp.client.session"] if sdk else [])
-    imports = import_times(modules, 3 if opts.quick else 5)
+    imports = import_times(modules, 2 if opts.quick else 5)
     checks = targets(best, imports)
     memory = memory_lines(opts.quick)
     checks += memory or []
