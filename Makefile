@@ -89,12 +89,16 @@ lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check --target-version py39 --line-length 130 mcpcall
 	$(VENV)/bin/mypy --strict mcpcall
 
-## bench: calls/s of mcpcall vs the official SDK (stdio, then HTTP), a 10 MB result over SSE, cached list_tools(), OAuth's cost
-bench: $(VENV)/.test
-	$(PY) benchmarks/bench_stdio.py
-	$(PY) benchmarks/bench_http.py
-	$(PY) benchmarks/bench_cache.py
-	$(PY) benchmarks/bench_auth.py
+$(VENV)/.bench: $(VENV)/.base
+	$(PIP) install '$(WHEEL)[bench]'
+	touch $@
+
+## bench: one table, calls/s and client CPU per call of mcpcall, the official SDK and the raw loops over every
+## transport and era, the targets of issue 17, and the plot benchmarks/results.png (under 10 min; BENCH_ARGS=--quick: 2)
+# The other scripts run on their own: benchmarks/bench_stdio.py, bench_http.py (with the 10 MB result), bench_cache.py,
+# bench_auth.py, profile_calls.py (function calls per tool call); see benchmarks/README.rst.
+bench: $(VENV)/.test $(VENV)/.bench
+	$(PY) benchmarks/bench_all.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(PEERS) $(MCP1_VENV) build dist *.egg-info

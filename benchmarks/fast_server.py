@@ -39,7 +39,8 @@ def handle(method: str, params: dict[str, Any], modern: bool) -> Reply:
         message = (params.get("arguments") or {}).get("message", "")
         return {"content": [{"type": "text", "text": str(message)}], "isError": False}, None
     if method == "tools/list":
-        return {"tools": TOOLS}, None
+        # The modern era requires the caching fields (the official SDK refuses a listing without them).
+        return ({"tools": TOOLS, "ttlMs": 0, "cacheScope": "private"} if modern else {"tools": TOOLS}), None
     if method == "ping":
         return {}, None
     if method == "initialize":

@@ -2,7 +2,7 @@
 
 Two kinds, chosen by the first argument:
 
-``sdk [--json-response]``
+``sdk [--json-response | --sse]``
     The official SDK's ``MCPServer`` (PyPI ``mcp``) with one tool, ``echo``,
     served over Streamable HTTP at ``/mcp`` by uvicorn (access log off, log
     level WARNING: a benchmark measures the protocol, not the logging). Both
@@ -11,6 +11,9 @@ Two kinds, chosen by the first argument:
     answers every request with one JSON body; without it the server answers a
     legacy request with an SSE stream (a modern request that emits no
     notification still gets JSON: the SDK commits to SSE only when it must).
+    ``--sse`` serves the older HTTP+SSE transport instead (2024-11-05: a GET
+    stream at ``/sse`` that carries every response, POSTs to the endpoint it
+    names; legacy era only).
 
 ``big [--size BYTES]``
     A minimal stdlib threaded HTTP/1.1 server for the large-result test: it
@@ -49,9 +52,9 @@ DEFAULT_SIZE = 10_000_000
 DEFAULT_CHUNK = 1 << 20
 
 
-def announce(port: int) -> None:
+def announce(port: int, path: str = PATH) -> None:
     """The ready line the benchmark waits for."""
-    print(f"listening http://{HOST}:{port}{PATH} {CPU_TEXT}", flush=True)
+    print(f"listening http://{HOST}:{port}{path} {CPU_TEXT}", flush=True)
 
 
 def until_stdin_closes(stop: Any) -> None:
@@ -70,7 +73,7 @@ def until_stdin_closes(stop: Any) -> None:
 # -- the official SDK server ------------------------------------------------------------
 
 
-def run_sdk(json_response: bool) -> None:
+def run_sdk(json_response: bool, sse: bool = False) -> None:
     import uvicorn
     from mcp.server.mcpserver import MCPServer
 
@@ -81,21 +84,26 @@ def run_sdk(json_response: bool) -> None:
         """Return the message unchanged."""
         return message
 
-    app = server.streamable_http_app(streamable_http_path=PATH, json_response=json_response, host=HOST)
+    if sse:
+        app = server.sse_app(sse_path="/sse", host=HOST)
+    else:
+        app = server.streamable_http_app(streamable_http_path=PATH, json_response=json_response, host=HOST)
     # proto=IPPROTO_TCP, not 0: asyncio turns Nagle off (TCP_NODELAY) only on sockets whose proto says TCP;
     # with proto 0 every JSON reply (headers, then body: two writes) waits ~40 ms for the client's delayed ACK.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((HOST, 0))
     sock.listen(128)  # connections queue from here on, before uvicorn is up
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    # Keep-alive for 10 minutes, not uvicorn's 5 s: bench_all.py's workers wait their turn longer than that between
+    # rounds, and a connection closed under them would add a reconnect to the round (or kill the bare http.client loop).
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_keep_alive=600)
     web = uvicorn.Server(config)
 
     def stop() -> None:
         web.should_exit = True
 
     until_stdin_closes(stop)
-    announce(sock.getsockname()[1])
+    announce(sock.getsockname()[1], "/sse" if sse else PATH)
     web.run(sockets=[sock])
 
 
@@ -199,10 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("kind", choices=("sdk", "big"))
     parser.add_argument("--json-response", action="store_true", help="sdk: answer with JSON bodies, not SSE")
+    parser.add_argument("--sse", action="store_true", help="sdk: serve the HTTP+SSE transport (2024-11-05) at /sse")
     parser.add_argument("--size", type=int, default=DEFAULT_SIZE, help="big: characters in the tool result")
     opts = parser.parse_args(argv)
     if opts.kind == "sdk":
-        run_sdk(opts.json_response)
+        run_sdk(opts.json_response, opts.sse)
     else:
         run_big(opts.size)
     return 0
