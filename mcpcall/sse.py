@@ -35,6 +35,7 @@ __all__ = ["MAX_RETRY_MS", "Event", "SSEDecoder", "SSEStream"]
 MAX_RETRY_MS = 2**31 - 1
 
 _BOM = b"\xef\xbb\xbf"
+_TAKE = 64 * 1024  # a data line at least this long is taken out of the buffer, not copied
 
 
 def _retry_value(value: bytes) -> int | None:
@@ -112,6 +113,16 @@ class SSEDecoder:
                         nxt += 1
                 else:
                     self._pending_cr = True
+            if brk - start >= _TAKE and buffer.startswith(b"data:", start):
+                # A large data line becomes the event's data as it is, not as a copy: the buffer is
+                # cut down to the value in place (no bytes move) and what follows the line starts a new one.
+                rest = buffer[nxt:]
+                del buffer[brk:]
+                del buffer[: start + (6 if buffer[start + 5 : start + 6] == b" " else 5)]
+                self._add_data(buffer)
+                self._buffer = buffer = rest
+                start = scan = 0
+                continue
             event = self._line_in(buffer, start, brk)
             if event is not None:
                 events.append(event)
