@@ -565,7 +565,7 @@ def part_pending(variants: list[Variant], opts: argparse.Namespace, report: dict
         threads = f"{rss['threads_before']}->{rss['threads_after']}"
         print(f"{variant.label:<16}{rss['rss_per_request']:>11,.0f}{traced['traced_per_request']:>14,.0f}{threads:>12}"
               f"{rss['send_seconds']:>9.2f}{rss['close_seconds']:>9.2f}", flush=True)
-        report.setdefault("pending", {})[variant.label] = {"rss": rss, "traced": traced}
+        report.setdefault("pending_requests", {})[variant.label] = {"rss": rss, "traced": traced}
     print("target: < 2,048 bytes per pending request; the thread count does not grow")
 
 
