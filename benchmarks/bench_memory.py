@@ -423,12 +423,14 @@ def worker_time(client_kind: str, path: str, size: int) -> None:
     client.call()
     print("ready", flush=True)
     for _ in sys.stdin:
+        cpu = time.process_time()
         started = time.perf_counter()
         text = client.call()
         seconds = time.perf_counter() - started
+        cpu = time.process_time() - cpu
         assert len(text) == size
         del text
-        print(seconds, flush=True)
+        print(seconds, cpu, flush=True)
     client.close()
 
 
@@ -504,12 +506,15 @@ class TimeWorker:
         if self.proc.stdout.readline().strip() != "ready":
             raise RuntimeError(f"worker {client_kind} {path} did not start")
         self.times: list[float] = []
+        self.cpu: list[float] = []
 
     def step(self) -> None:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write("go\n")
         self.proc.stdin.flush()
-        self.times.append(float(self.proc.stdout.readline()))
+        wall, cpu = self.proc.stdout.readline().split()
+        self.times.append(float(wall))
+        self.cpu.append(float(cpu))
 
     def close(self) -> None:
         assert self.proc.stdin is not None
@@ -521,15 +526,17 @@ def part_large(variants: list[Variant], opts: argparse.Namespace, report: dict[s
     size = opts.size
     payload = Payload(size).size()
     paths = opts.paths.split(",") if opts.paths else list(PATHS)
-    print(f"\n{size:,}-character tool result ({payload / 1e6:.2f} MB of JSON-RPC message), per path")
-    print(f"peak RSS growth of one call in a fresh process, x the payload (median of {opts.memory_runs}); "
-          f"time: best of {opts.rounds} interleaved rounds, ms")
     labels = [v.label for v in variants]
-    head = "".join(f"{label + ' RSS':>18}" for label in labels) + f"{'floor RSS':>12}" + \
-        "".join(f"{label + ' ms':>16}" for label in labels) + f"{'floor ms':>10}" + \
-        "".join(f"{label + '/floor':>18}" for label in labels)
-    print(f"{'path':<11}{head}")
     floor = Variant("floor", variants[0].root)
+    print(f"\n{size:,}-character tool result ({payload / 1e6:.2f} MB of JSON-RPC message), per path")
+    print(f"RSS: peak growth of one call in a fresh process, x the payload (median of {opts.memory_runs} processes)")
+    print(f"wall / CPU: ms per call, best of {opts.rounds} interleaved rounds (CPU: the client process only); "
+          "ratios to the floor")
+    columns = [f"{label} RSS" for label in [*labels, "floor"]] + [f"{label} wall" for label in [*labels, "floor"]] + \
+        [f"{label} CPU" for label in [*labels, "floor"]] + [f"{label}/floor wall" for label in labels] + \
+        [f"{label}/floor CPU" for label in labels]
+    width = max(12, *(len(c) + 2 for c in columns))
+    print(f"{'path':<11}" + "".join(f"{c:>{width}}" for c in columns))
     for path in paths:
         growth: dict[str, float] = {}
         for variant in [*variants, floor]:
@@ -544,14 +551,17 @@ def part_large(variants: list[Variant], opts: argparse.Namespace, report: dict[s
         finally:
             for worker in workers.values():
                 worker.close()
-        best = {label: min(w.times) for label, w in workers.items()}
-        row = "".join(f"{growth[label]:>17.2f}x" for label in labels) + f"{growth['floor']:>11.2f}x" + \
-            "".join(f"{best[label] * 1000:>16.1f}" for label in labels) + f"{best['floor'] * 1000:>10.1f}" + \
-            "".join(f"{best[label] / best['floor']:>17.2f}x" for label in labels)
-        print(f"{path:<11}{row}", flush=True)
+        wall = {label: min(w.times) for label, w in workers.items()}
+        cpu = {label: min(w.cpu) for label, w in workers.items()}
+        cells = [f"{growth[label]:.2f}x" for label in [*labels, "floor"]] + \
+            [f"{wall[label] * 1000:.1f}" for label in [*labels, "floor"]] + \
+            [f"{cpu[label] * 1000:.1f}" for label in [*labels, "floor"]] + \
+            [f"{wall[label] / wall['floor']:.2f}x" for label in labels] + [f"{cpu[label] / cpu['floor']:.2f}x" for label in labels]
+        print(f"{path:<11}" + "".join(f"{c:>{width}}" for c in cells), flush=True)
         report.setdefault("large", {})[path] = {
-            "payload_bytes": payload, "growth_x_payload": growth, "best_seconds": best,
-            "time_x_floor": {label: best[label] / best["floor"] for label in labels}}
+            "payload_bytes": payload, "growth_x_payload": growth, "best_wall_seconds": wall, "best_cpu_seconds": cpu,
+            "wall_x_floor": {label: wall[label] / wall["floor"] for label in labels},
+            "cpu_x_floor": {label: cpu[label] / cpu["floor"] for label in labels}}
     print("targets: growth <= 2.00x the payload; time <= 1.20x the floor (bytes read + json.loads)")
 
 

@@ -393,33 +393,30 @@ class HTTPBase(Transport):
     def read_buffer(self, response: Any, what: str, limit: int | None = None) -> bytearray:
         """The whole body of ``response`` in one buffer, at most ``limit`` (default ``max_message_bytes``) bytes.
 
-        With a ``Content-Length`` the buffer is allocated once at that size; otherwise it
-        grows in place as the body arrives. Either way no list of pieces and no joined
-        copy of them exist side by side.
+        A ``Content-Length`` over the limit is refused before anything is read. The reads
+        are joined once into a bytearray (cheaper than growing one, or filling one made
+        at the announced size) that :func:`jsonrpc.decode_buffer` can empty as soon as
+        it has the text.
         """
         limit = self.max_message_bytes if limit is None else limit
         length = _content_length(response)
         if length is not None and length > limit:
             raise self._over_limit(limit, what)
-        buffer = bytearray(length) if length else bytearray()
+        parts: list[bytes] = []
         size = 0
         try:
             for chunk in body_chunks(response):
-                end = size + len(chunk)
-                if end > limit:
+                size += len(chunk)
+                if size > limit:
                     raise self._over_limit(limit, what)
-                if length is not None and end <= length:
-                    buffer[size:end] = chunk
-                else:  # no length given, or more than it said
-                    del buffer[size:]
-                    buffer += chunk
-                size = end
+                parts.append(chunk)
         except MCPError:
             raise
         except Exception as exc:  # noqa: BLE001 - a body that breaks off mid-way
             error = self.transport_error(exc, what)
         else:
-            del buffer[size:]  # shorter than it said (a reader that stops at the connection's end)
+            buffer = bytearray().join(parts)
+            parts.clear()
             return buffer
         raise error  # outside the except block: no foreign __context__
 
