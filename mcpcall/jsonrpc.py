@@ -177,10 +177,24 @@ def decode_buffer(buffer: bytearray) -> Any:
         text = buffer.decode(json.detect_encoding(buffer), "surrogatepass")
     except ValueError as exc:  # UnicodeDecodeError, or an encoding that is no codec
         excerpt = bytes(buffer[:80])
-        del buffer[:]
+        _release(buffer)
         raise ProtocolError(f"not JSON ({exc}): {excerpt!r}") from exc
-    del buffer[:]
+    _release(buffer)
     return decode(text)
+
+
+def _release(buffer: bytearray) -> None:
+    """Empty ``buffer``, its memory shrunk in place first (see below), then let go.
+
+    glibc raises its mmap threshold to the size of any large mapped block that is
+    freed, so the parsed value that comes next (as large) would grow a heap, whose
+    pages stay; a block shrunk in place (``realloc``: ``mremap``) gives its pages
+    back without that. ``del buffer[1:]`` shrinks in place unless the buffer's start
+    was moved (a deletion at its front), which is then no worse than before.
+    """
+    if len(buffer) > 1:
+        del buffer[1:]
+    buffer.clear()
 
 
 def classify(message: Any) -> str:
