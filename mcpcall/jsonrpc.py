@@ -29,6 +29,7 @@ __all__ = [
     "classify",
     "copy_json",
     "decode",
+    "decode_buffer",
     "encode",
     "encode_line",
     "error_response",
@@ -161,6 +162,39 @@ def decode(data: bytes | str) -> Any:
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         excerpt = data[:80]
         raise ProtocolError(f"not JSON ({exc}): {excerpt!r}") from exc
+
+
+def decode_buffer(buffer: bytearray) -> Any:
+    """:func:`decode` for a buffer the caller gives up: it is emptied as soon as its text is decoded.
+
+    So a large message is held at most twice at any moment (its bytes and their
+    text, then the text and the parsed value), not three times as
+    ``json.loads(bytes)`` holds it. The text is decoded as ``json.loads`` does
+    (the encoding :func:`json.detect_encoding` finds, ``surrogatepass``), so
+    the result, and what is refused, are the same as :func:`decode`'s.
+    """
+    try:
+        text = buffer.decode(json.detect_encoding(buffer), "surrogatepass")
+    except ValueError as exc:  # UnicodeDecodeError, or an encoding that is no codec
+        excerpt = bytes(buffer[:80])
+        _release(buffer)
+        raise ProtocolError(f"not JSON ({exc}): {excerpt!r}") from exc
+    _release(buffer)
+    return decode(text)
+
+
+def _release(buffer: bytearray) -> None:
+    """Empty ``buffer``, its memory shrunk in place first (see below), then let go.
+
+    glibc raises its mmap threshold to the size of any large mapped block that is
+    freed, so the parsed value that comes next (as large) would grow a heap, whose
+    pages stay; a block shrunk in place (``realloc``: ``mremap``) gives its pages
+    back without that. ``del buffer[1:]`` shrinks in place unless the buffer's start
+    was moved (a deletion at its front), which is then no worse than before.
+    """
+    if len(buffer) > 1:
+        del buffer[1:]
+    buffer.clear()
 
 
 def classify(message: Any) -> str:

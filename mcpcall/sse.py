@@ -35,6 +35,7 @@ __all__ = ["MAX_RETRY_MS", "Event", "SSEDecoder", "SSEStream"]
 MAX_RETRY_MS = 2**31 - 1
 
 _BOM = b"\xef\xbb\xbf"
+_TAKE = 64 * 1024  # a data line at least this long is taken out of the buffer, not copied
 
 
 def _retry_value(value: bytes) -> int | None:
@@ -48,6 +49,33 @@ def _retry_value(value: bytes) -> int | None:
     if len(digits) > len(str(MAX_RETRY_MS)):
         return MAX_RETRY_MS
     return min(int(digits or b"0"), MAX_RETRY_MS)
+
+
+class _Taken:
+    """A large data value left where it was read: ``buffer[start:]`` (no copy, and no deletion at its front)."""
+
+    __slots__ = ("buffer", "start")
+
+    def __init__(self, buffer: bytearray, start: int) -> None:
+        self.buffer = buffer
+        self.start = start
+
+    def __len__(self) -> int:
+        return len(self.buffer) - self.start
+
+    def text(self) -> str:
+        with memoryview(self.buffer) as view:
+            return str(view[self.start :], "utf-8", "replace")
+
+    def value(self) -> bytes:
+        return bytes(self.buffer[self.start :])
+
+    def release(self) -> None:
+        """Shrink the buffer in place, then empty it: glibc then gives its pages back without raising
+        its mmap threshold, which freeing a large mapped block would (the parsed value that comes
+        next, as large, would grow a heap whose pages stay)."""
+        del self.buffer[1:]
+        self.buffer.clear()
 
 
 class SSEDecoder:
@@ -68,7 +96,7 @@ class SSEDecoder:
         self.last_event_id: str | None = None
         self.retry_ms: int | None = None
         self._buffer = bytearray()
-        self._data: list[bytes | bytearray] = []
+        self._data: list[bytes | bytearray | _Taken] = []
         self._data_size = 0
         self._event_type = ""
         self._event_id: str | None = None
@@ -112,6 +140,15 @@ class SSEDecoder:
                         nxt += 1
                 else:
                     self._pending_cr = True
+            if brk - start >= _TAKE and buffer.startswith(b"data:", start):
+                # A large data line becomes the event's data as it is, not as a copy: the buffer is
+                # cut down to the value in place (no bytes move) and what follows the line starts a new one.
+                rest = buffer[nxt:]
+                del buffer[brk:]
+                self._add_data(_Taken(buffer, start + (6 if buffer[start + 5 : start + 6] == b" " else 5)))
+                self._buffer = buffer = rest
+                start = scan = 0
+                continue
             event = self._line_in(buffer, start, brk)
             if event is not None:
                 events.append(event)
@@ -137,7 +174,7 @@ class SSEDecoder:
         self._add_data(buffer[vstart:end])
         return None
 
-    def _add_data(self, value: bytes | bytearray) -> None:
+    def _add_data(self, value: bytes | bytearray | _Taken) -> None:
         self._data.append(value)
         self._data_size += len(value) + 1
         if self._data_size > self.max_event_bytes:
@@ -164,10 +201,15 @@ class SSEDecoder:
         """A blank line: the event so far, if it has data, an id or a retry; the event state is reset either way."""
         event: Event | None = None
         if self._data or self._event_id is not None or self._event_retry is not None:
-            if len(self._data) == 1:
-                data = self._data[0].decode("utf-8", "replace")
+            parts = self._data
+            if len(parts) == 1:
+                data = parts[0].text() if isinstance(parts[0], _Taken) else parts[0].decode("utf-8", "replace")
             else:
-                data = b"\n".join(self._data).decode("utf-8", "replace") if self._data else ""
+                joined = b"\n".join(part.value() if isinstance(part, _Taken) else part for part in parts)
+                data = joined.decode("utf-8", "replace") if parts else ""
+            for part in parts:
+                if isinstance(part, _Taken):
+                    part.release()
             event = Event()
             event.id = self._event_id
             event.event = self._event_type or "message"

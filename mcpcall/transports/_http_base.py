@@ -84,11 +84,28 @@ def body_chunks(response: Any) -> Iterator[bytes]:
     if read1 is None:  # pragma: no cover - urllib3 < 2
         yield from response.iter_content(chunk_size=None)
         return
+    # Without a content coding each read is handed over as it came; decoding would copy every read
+    # once more (through urllib3's queue of decoded bytes) to change nothing.
+    decode = _content_coding(response) is not None
     while True:
-        data = read1(_CHUNK, decode_content=True)
+        data = read1(_CHUNK, decode_content=decode)
         if not data:
             return
         yield data
+
+
+def _content_coding(response: Any) -> str | None:
+    """The body's content coding (``gzip``, ...), or None when the bytes are the body itself."""
+    coding = str(response.headers.get("content-encoding") or "").strip().lower()
+    return None if coding in ("", "identity") else coding
+
+
+def _content_length(response: Any) -> int | None:
+    """The body's length in bytes as read (``Content-Length`` of an uncoded body), if the server said."""
+    if _content_coding(response) is not None or "chunked" in str(response.headers.get("transfer-encoding") or "").lower():
+        return None
+    value = str(response.headers.get("content-length") or "").strip()
+    return int(value) if value.isdigit() and len(value) < 19 else None
 
 
 def excerpt(body: bytes, limit: int = _EXCERPT) -> str:
@@ -365,25 +382,52 @@ class HTTPBase(Transport):
 
     def read_body(self, response: Any, what: str, limit: int | None = None) -> bytes:
         """The whole body of ``response``, at most ``limit`` (default ``max_message_bytes``) bytes."""
+        return bytes(self.read_buffer(response, what, limit))
+
+    def read_message(self, response: Any, what: str) -> Any:
+        """The JSON body of ``response``, parsed (at most ``max_message_bytes``; :class:`ProtocolError` if not JSON).
+
+        The body is read into one buffer, which goes as soon as its text is decoded: a
+        large result is held at most twice at any moment (bytes and text, then text and
+        the parsed value).
+        """
+        return jsonrpc.decode_buffer(self.read_buffer(response, what))
+
+    def read_buffer(self, response: Any, what: str, limit: int | None = None) -> bytearray:
+        """The whole body of ``response`` in one buffer, at most ``limit`` (default ``max_message_bytes``) bytes.
+
+        A ``Content-Length`` over the limit is refused before anything is read. The reads
+        are joined once into a bytearray (cheaper than growing one, or filling one made
+        at the announced size) that :func:`jsonrpc.decode_buffer` can empty as soon as
+        it has the text.
+        """
         limit = self.max_message_bytes if limit is None else limit
+        length = _content_length(response)
+        if length is not None and length > limit:
+            raise self._over_limit(limit, what)
         parts: list[bytes] = []
         size = 0
         try:
             for chunk in body_chunks(response):
                 size += len(chunk)
                 if size > limit:
-                    raise ProtocolError(
-                        f"server {self.name!r} sent a body over the limit of {limit} bytes in answer to {what} "
-                        "(raise max_message_bytes= if it is legitimate)"
-                    )
+                    raise self._over_limit(limit, what)
                 parts.append(chunk)
         except MCPError:
             raise
         except Exception as exc:  # noqa: BLE001 - a body that breaks off mid-way
             error = self.transport_error(exc, what)
         else:
-            return b"".join(parts)
+            buffer = bytearray().join(parts)
+            parts.clear()
+            return buffer
         raise error  # outside the except block: no foreign __context__
+
+    def _over_limit(self, limit: int, what: str) -> ProtocolError:
+        return ProtocolError(
+            f"server {self.name!r} sent a body over the limit of {limit} bytes in answer to {what} "
+            "(raise max_message_bytes= if it is legitimate)"
+        )
 
     def excerpt_of(self, response: Any) -> bytes:
         """The first bytes of an error body (never more than a few KiB are read)."""

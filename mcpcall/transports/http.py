@@ -289,7 +289,7 @@ class HTTPTransport(HTTPBase):
                     return last_id, retry_ms
                 raise ConnectionClosed(f"server {self.name!r} closed the stream for {method} before answering it")
             if ctype == "application/json" or ctype.endswith("+json"):
-                message = jsonrpc.decode(self.read_body(response, method))
+                message = self.read_message(response, method)
                 self._deliver(message)
                 if not _answers(message, request_id):
                     # Delivered, yet it answers nothing we wait for here: the request would wait forever.

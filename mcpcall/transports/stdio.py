@@ -355,8 +355,9 @@ class StdioTransport(Transport):
         if self._pidfd >= 0:
             poller.register(self._pidfd, select.POLLIN)
         limit = self.max_message_bytes
-        partial: list[bytes] = []  # the start of a line not yet ended
-        partial_size = 0
+        # The start of a line not yet ended, in one buffer that grows in place (a large one by remapping its
+        # pages, not copying them) and that decoding empties: a 10 MB line is never held as pieces and a copy.
+        partial = bytearray()
         skipping = False  # inside a line over the limit
         skip_head = b""
         skip_size = 0
@@ -407,20 +408,18 @@ class StdioTransport(Transport):
                         self._oversize(skip_head, skip_size)
                         skipping = False
                 elif newline < 0:
-                    piece = chunk[start:]
-                    partial.append(piece)
-                    partial_size += len(piece)
-                    if partial_size > limit:
-                        skipping, skip_head, skip_size = True, _head(partial), partial_size
-                        partial, partial_size = [], 0
+                    partial += chunk[start:] if start else chunk
+                    if len(partial) > limit:
+                        skipping, skip_head, skip_size = True, bytes(partial[:_PEEK]), len(partial)
+                        partial = bytearray()
                 elif partial:
-                    partial.append(chunk[start:newline])
-                    line = b"".join(partial)
-                    partial, partial_size = [], 0
-                    if len(line) > limit:
-                        self._oversize(line[:_PEEK], len(line))
+                    partial += chunk[start:newline]
+                    if len(partial) > limit:
+                        self._oversize(bytes(partial[:_PEEK]), len(partial))
+                        partial = bytearray()
                     else:
-                        self._line(line, receiver)
+                        self._line(partial, receiver)  # empties it
+                        del partial[:]
                 elif newline - start > limit:
                     self._oversize(chunk[start : start + _PEEK], newline - start)
                 else:
@@ -428,33 +427,40 @@ class StdioTransport(Transport):
                 start = end + 1
         self._on_stdout_closed(ended)
 
-    def _line(self, line: bytes, receiver: Receiver) -> None:
-        """One line from stdout; nothing it holds may end the read loop."""
+    def _line(self, line: bytes | bytearray, receiver: Receiver) -> None:
+        """One line from stdout; nothing it holds may end the read loop.
+
+        A bytearray (a line that came in pieces) is emptied: its bytes go as soon
+        as they are text, before the text is parsed (:func:`jsonrpc.decode_buffer`).
+        """
+        head = line if isinstance(line, bytes) else bytes(line[:_PEEK])  # what messages quote; where the id is
         if not line or line.isspace():
+            if isinstance(line, bytearray):
+                line.clear()
             return
         try:
-            message = jsonrpc.decode(line)
+            message = jsonrpc.decode(line) if isinstance(line, bytes) else jsonrpc.decode_buffer(line)
         except ProtocolError as exc:
-            request_id = jsonrpc.peek_id(line[:_PEEK])
+            request_id = jsonrpc.peek_id(head[:_PEEK])
             if request_id is not None:
                 receiver.on_bad_message(
                     ProtocolError(f"server {self.name!r} answered with a line that is not valid JSON: {exc}"), request_id
                 )
             else:
-                self._skip(line, "is not JSON")
+                self._skip(head, "is not JSON")
             return
         try:
             if isinstance(message, dict):
                 if message.get("jsonrpc") == "2.0":
                     self._spoke = True
                 else:
-                    self._skip(line, "is JSON but no JSON-RPC message")
+                    self._skip(head, "is JSON but no JSON-RPC message")
                 receiver.on_message(message)  # the dispatcher ignores what is not JSON-RPC 2.0 (and says so)
             elif isinstance(message, list) and message:
                 self._spoke = True
                 self._batch(message, receiver)
             else:
-                self._skip(line, "is JSON but no JSON-RPC message")
+                self._skip(head, "is JSON but no JSON-RPC message")
         except Exception as exc:  # noqa: BLE001 - a message we failed to handle must not end the connection
             request_id = message.get("id") if isinstance(message, dict) else None
             error = ProtocolError(f"server {self.name!r}: could not handle a message ({type(exc).__name__}: {exc})")
@@ -831,16 +837,6 @@ def _excerpt(line: bytes) -> str:
     cut = len(text) > _EXCERPT or len(line) > _EXCERPT * 4
     shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:_EXCERPT])
     return f"'{shown}'" + ("…" if cut else "")
-
-
-def _head(pieces: list[bytes]) -> bytes:
-    """The first bytes of a line held in pieces (for reading its id)."""
-    head = b""
-    for piece in pieces:
-        head += piece[: _PEEK - len(head)]
-        if len(head) >= _PEEK:
-            break
-    return head
 
 
 def _how_it_ended(returncode: int) -> str:

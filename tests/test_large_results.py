@@ -1,0 +1,162 @@
+"""A large result is held at most about twice while it is read: bytes, text and parsed value never all at once.
+
+Most figures are the peak of Python's own allocations (tracemalloc, exact and not
+disturbed by other processes) in a fresh client process during one call, as a
+multiple of the result's size; two are the peak RSS growth the benchmark measures. The result has no JSON escapes, so ``json.loads``
+itself needs only its input and its output (twice the size); the generous bound
+of 2.5x fails any path that keeps one more full copy (pieces and their join, the
+bytes beside their text, an SSE event's data copied out of its buffer).
+Speed and RSS figures are in ``benchmarks/bench_memory.py``, not here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import mcpcall
+from mcpcall import jsonrpc
+from mcpcall.errors import ProtocolError
+from tests.servers.http_fault_server import FaultServer
+
+SIZE = 4_000_000
+BOUND = 2.5
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(mcpcall.__file__)))
+
+CLIENT = r"""
+import json, sys, tracemalloc
+import mcpcall
+
+target, options, arguments = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
+with mcpcall.connect(target, protocol="legacy", timeout=50, **options) as client:
+    small = dict(arguments, size=10)
+    assert len(client.call_tool("big", small).text) == 10  # every code path warm, nothing large yet
+    tracemalloc.start()
+    text = client.call_tool("big", arguments).text
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+print(json.dumps({"size": len(text), "peak": peak}))
+"""
+
+STDIO_SERVER = r"""
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m or "method" not in m:
+        continue
+    if m["method"] == "tools/list":
+        result = {"tools": [{"name": "big", "inputSchema": {"type": "object"}}]}
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": result}) + "\n")
+        sys.stdout.flush()
+        continue
+    if m["method"] == "initialize":
+        result = {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "big", "version": "1"}}
+    elif m["method"] != "tools/call":
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32601, "message": "no"}}) + "\n")
+        sys.stdout.flush()
+        continue
+    else:
+        size = m["params"]["arguments"]["size"]
+        result = {"content": [{"type": "text", "text": ("0123456789" * (size // 10 + 1))[:size]}]}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": result}) + "\n")
+    sys.stdout.flush()
+"""
+
+
+def peak_ratio(target: Any, arguments: dict[str, Any], **options: Any) -> float:
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", CLIENT, json.dumps(target), json.dumps(options), json.dumps(arguments)],
+                         check=False, capture_output=True, text=True, timeout=55, env=env, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    assert figures["size"] == arguments["size"]
+    return float(figures["peak"]) / arguments["size"]
+
+
+@pytest.fixture
+def server() -> Iterator[FaultServer]:
+    fault = FaultServer().start()
+    fault.modern = False
+    try:
+        yield fault
+    finally:
+        fault.stop()
+
+
+@pytest.mark.timeout(60)
+def test_a_large_stdio_line_is_not_held_as_pieces_and_bytes_beside_its_text(tmp_path: Any) -> None:
+    # Before: the pieces and their join, then the line's bytes beside its text and the parsed value (3x).
+    script = tmp_path / "big_server.py"
+    script.write_text(STDIO_SERVER)
+    ratio = peak_ratio([sys.executable, str(script)], {"size": SIZE})
+    assert ratio < BOUND, f"peak {ratio:.2f}x the result over stdio"
+
+
+@pytest.mark.timeout(60)
+def test_a_large_json_body_is_read_into_one_buffer_that_goes_before_parsing(server: FaultServer) -> None:
+    # Before: the chunks and their join, then the body's bytes beside its text and the parsed value (3x).
+    ratio = peak_ratio(server.url, {"size": SIZE, "sse": False}, transport="streamable-http")
+    assert ratio < BOUND, f"peak {ratio:.2f}x the result in a JSON body"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["streamable-http", "sse"])
+def test_a_large_sse_event_is_not_copied_out_of_its_buffer(server: FaultServer, kind: str) -> None:
+    # Before: the decoder's buffer, a copy of the data line taken from it, and the decoded text (3x).
+    url = server.url if kind == "streamable-http" else server.origin + "/sse"
+    arguments: dict[str, Any] = {"size": SIZE, "sse": True} if kind == "streamable-http" else {"size": SIZE}
+    ratio = peak_ratio(url, arguments, transport=kind)
+    assert ratio < BOUND, f"peak {ratio:.2f}x the result in an SSE event ({kind})"
+
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "bench_memory.py")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs") or not os.path.exists(BENCH),
+                    reason="needs Linux's peak RSS reset and the benchmark's servers")
+@pytest.mark.parametrize("path", ["stdio", "httpsse"])
+def test_peak_rss_of_a_10_mb_result_stays_near_twice_its_size(path: str) -> None:
+    # Before: 2.95x, though Python never held more than twice the size: freeing the line's (or event's)
+    # large mapped buffer raised glibc's mmap threshold, and the parsed text that came next grew a heap.
+    # The benchmark's own fresh worker process and servers (a text of lines, so the JSON holds escapes).
+    size = 10_000_000
+    out = subprocess.run([sys.executable, BENCH, "--worker", "memory", "mcpcall", path, str(size)], check=False,
+                         capture_output=True, text=True, timeout=110, env=dict(os.environ, PYTHONPATH=ROOT), cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    ratio = json.loads(out.stdout.strip().splitlines()[-1])["growth"] / size
+    assert ratio < BOUND, f"peak RSS growth {ratio:.2f}x the result over {path}"
+
+
+# -- decode_buffer: what decode does, with the buffer given up ------------------------------------------
+
+
+@pytest.mark.parametrize("data", [
+    b'{"a": "\xc3\xbc\\n"}',
+    '{"a": 1}'.encode("utf-16"),  # a BOM: json's own detection of UTF-16
+    '{"a": 1}'.encode("utf-16-le"),
+    b'\xef\xbb\xbf{"a": 2}',  # the UTF-8 BOM json.loads(bytes) drops
+    b'{"s": "\xed\xa0\x80"}',  # a lone surrogate encoded: json.loads(bytes) passes it through
+    b"[1, 2.5, null, true]",
+])
+def test_decode_buffer_parses_as_decode_does_and_empties_the_buffer(data: bytes) -> None:
+    buffer = bytearray(data)
+    assert jsonrpc.decode_buffer(buffer) == jsonrpc.decode(data)
+    assert buffer == b""
+
+
+@pytest.mark.parametrize("data", [b'{"a": "\xff"}', b'{"a": ', b"", b"[" * 100_000])
+def test_decode_buffer_refuses_what_decode_refuses(data: bytes) -> None:
+    with pytest.raises(ProtocolError):
+        jsonrpc.decode(data)
+    buffer = bytearray(data)
+    with pytest.raises(ProtocolError, match="not JSON"):
+        jsonrpc.decode_buffer(buffer)
+    assert buffer == b""
