@@ -115,7 +115,7 @@ class RequestFuture(Future):  # type: ignore[type-arg]
     def result(self, timeout: float | None = None) -> Any:
         """The result; waiting on the callbacks thread keeps that thread's queue running."""
         runner = self._runner
-        if runner is not None and not self.done() and runner.in_callback_thread():
+        if runner is not None and runner.in_callback_thread() and not self.done():
             runner.wait_for(self, timeout)
             timeout = 0
         return super().result(timeout)
@@ -123,7 +123,7 @@ class RequestFuture(Future):  # type: ignore[type-arg]
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """The exception, as :meth:`result` waits."""
         runner = self._runner
-        if runner is not None and not self.done() and runner.in_callback_thread():
+        if runner is not None and runner.in_callback_thread() and not self.done():
             runner.wait_for(self, timeout)
             timeout = 0
         return super().exception(timeout)
@@ -318,7 +318,7 @@ class Dispatcher:
         if closed is not None:
             future.fail(closed)
             return future
-        if future.done():  # a continued request cancelled or timed out meanwhile
+        if future._state != "PENDING":  # done: a continued request cancelled or timed out meanwhile
             self._pop(rid)
             return future
         try:

@@ -192,10 +192,10 @@ class Caller:
         if call.timeout != math.inf:
             limit = call.max_timeout if call.reset and call.max_timeout is not None else call.timeout
             call.deadline = started + (math.inf if call.reset and call.max_timeout is None else limit)
-        if self.connection.transport.session_lost:
+        connection = self.connection
+        if connection.transport.session_lost:
             self._new_session(call)
-        future = RequestFuture(call.method, call, self.callbacks)
-        return self._dispatch(call, future)
+        return self._dispatch(call, RequestFuture(call.method, call, connection.callbacks))
 
     def _params(self, call: Call) -> dict[str, Any]:
         """The call's params with the modern per-request ``_meta`` (the caller's own ``_meta`` keys win)."""
@@ -227,7 +227,7 @@ class Caller:
             params = call.params
             transform = call.transform
             on_error = None
-        return self.dispatcher.request(
+        return self.connection.dispatcher.request(
             call.method,
             params,
             call.timeout,
@@ -374,8 +374,8 @@ class Caller:
         # Every request has a deadline on the scheduler; this wait ends by it too (with a little grace for the
         # dispatcher's own timeout to win): a result's transform (the outputSchema check, on the reader thread)
         # runs after the request left the pending map, and must not make the caller wait past its deadline.
-        call = getattr(future, "context", None)
-        deadline = call.deadline if isinstance(call, Call) else math.inf
+        call = future.context if future.__class__ is RequestFuture else getattr(future, "context", None)
+        deadline = call.deadline if call.__class__ is Call or isinstance(call, Call) else math.inf
         left = None if deadline == math.inf else max(0.0, deadline + _WAIT_GRACE - monotonic())
         try:
             try:
@@ -398,7 +398,7 @@ class Caller:
 
     def _drained(self, future: Future[Any], result: Any) -> Any:
         """``result``, once the progress callbacks queued before it have run (within the call's deadline)."""
-        drained = getattr(future, "progress_drained", None)
+        drained = future.progress_drained if future.__class__ is RequestFuture else getattr(future, "progress_drained", None)
         if drained is not None and not self.callbacks.in_callback_thread():
             call = getattr(future, "context", None)
             deadline = call.deadline if isinstance(call, Call) else math.inf
