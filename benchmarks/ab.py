@@ -9,7 +9,7 @@ worktree of ``REV`` (``/tmp/stdio-<rev>``, made if missing). The same server
 printed. Comparing two commits measured on separate runs hides a loss on a
 busy machine: only ratios from one run count.
 
-    python benchmarks/ab.py --against REV [--with REV] [--rounds 5] [--seconds 1] [--eras legacy,modern] [--threads 8]
+    python benchmarks/ab.py --against REV [--with REV] [--rounds 5] [--seconds 1] [--eras legacy,modern] [--threads 8] [--sdk]
 
 With ``--count N`` it measures no time: each variant makes N sequential calls
 under a profile hook on every thread (caller, reader, writer, callbacks,
@@ -136,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eras", default="legacy,modern", help="comma-separated: legacy, modern")
     parser.add_argument("--cpu", type=int, default=1, help="the CPU to pin everything to")
     parser.add_argument("--with", dest="new", metavar="REV", help="B is this commit, not the working tree (to bisect)")
+    parser.add_argument("--sdk", action="store_true", help="also time the official SDK's client (PyPI mcp)")
     parser.add_argument("--count", type=int, metavar="N", help="count function calls over N calls instead of timing")
     parser.add_argument("--top", type=int, default=0, metavar="K", help="with --count: list the K most called functions")
     parser.add_argument("--count-worker", nargs=2, help=argparse.SUPPRESS)
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.count:
         count({**{label: path for label, (_, path) in olds.items()}, "B": new}, eras, opts.count, opts.top)
         return 0
-    workers = [start("raw", None, "raw")]
+    workers = [start("raw", None, "raw")] + ([start("sdk", None, "sdk")] if opts.sdk else [])
     for era in eras:
         for label, (_, path) in olds.items():
             workers.append(start(f"mcpcall-{era}", path, f"{label} {era}"))
@@ -181,6 +182,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<16}{rates['seq']:>12,.0f}{rates['par']:>12,.0f}"
               f"{rates['seq'] / raw['seq']:>9.2f}x{rates['par'] / raw['par']:>9.2f}x"
               f"{cpu[name]['seq'] * 1e6:>14.1f}{cpu[name]['par'] * 1e6:>9.1f}")
+    if opts.sdk:
+        sdk = best["sdk"]
+        print(f"\n{'vs the SDK':<16}{'sequential':>12}{par:>12}")
+        for name, rates in best.items():
+            if name not in ("raw", "sdk"):
+                print(f"{name:<16}{rates['seq'] / sdk['seq']:>11.2f}x{rates['par'] / sdk['par']:>11.2f}x")
     print(f"\n{'B/A calls/s':<16}{'sequential':>12}{par:>12}")
     for era in eras:
         b = best[f"B {era}"]
