@@ -268,7 +268,8 @@ class StdioTransport(Transport):
                 except OSError as exc:
                     self._gone = self._broken_pipe(exc)
                     raise self._gone from exc
-                self._written(written)
+                with self._count_lock:  # as _written does (inline: this is every message's path)
+                    self._pending_bytes -= written
                 if written < len(data):
                     self._out.append(memoryview(data)[written:])
                     self._wake.set()
