@@ -115,6 +115,9 @@ class RequestFuture(Future):  # type: ignore[type-arg]
 
     def result(self, timeout: float | None = None) -> Any:
         """The result; waiting on the callbacks thread keeps that thread's queue running."""
+        dispatcher = self._dispatcher
+        if dispatcher is not None and self._state == "PENDING":
+            dispatcher.transport.reading()  # someone waits who does not read for itself: the transport's threads do
         runner = self._runner
         if runner is not None and runner.in_callback_thread() and not self.done():
             runner.wait_for(self, timeout)
@@ -123,6 +126,9 @@ class RequestFuture(Future):  # type: ignore[type-arg]
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """The exception, as :meth:`result` waits."""
+        dispatcher = self._dispatcher
+        if dispatcher is not None and self._state == "PENDING":
+            dispatcher.transport.reading()
         runner = self._runner
         if runner is not None and runner.in_callback_thread() and not self.done():
             runner.wait_for(self, timeout)
@@ -445,8 +451,7 @@ class Dispatcher:
 
     def in_flight(self) -> int:
         """How many requests await an answer."""
-        with self._lock:
-            return len(self._pending)
+        return len(self._pending)  # one read of a dict's size: no lock needed
 
     def fail_all(self, exc: BaseException) -> None:
         """Fail every pending request with ``exc`` and refuse new ones (the connection is gone)."""
