@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
+from os import getpid
 from time import monotonic
 from typing import Any, Callable
 
@@ -175,7 +176,9 @@ class Caller:
 
     def send(self, call: Call) -> RequestFuture:
         """Start ``call``; the Future completes with its (transformed) result."""
-        self.connection.owner.check(self.name)
+        owner = self.connection.owner
+        if getpid() != owner.pid:  # owner.check, inline: this is every call's path
+            owner.check(self.name)
         if self.connection.closed:
             raise ConnectionClosed(f"client for server {self.name!r} is closed")
         if call.timeout is None:
@@ -402,6 +405,8 @@ class Caller:
             if not future.done():
                 future.cancel()  # interrupted while waiting (Ctrl-C): tell the server
             raise
+        if future.__class__ is RequestFuture and future.progress_drained is None:
+            return result  # no progress callbacks to wait for (what _drained would find)
         return self._drained(future, result)
 
     def _drained(self, future: Future[Any], result: Any) -> Any:

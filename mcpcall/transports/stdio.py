@@ -165,7 +165,8 @@ class StdioTransport(Transport):
         # A caller that is the only one waiting reads its answer itself (read_for), while the reader is parked
         # between lines; all under _park_cond. _leader: the thread reading for itself; _handover: what it read
         # and leaves to the reader (a piece of a line, EOF); _resume: the reader must read again at once.
-        self._park_cond = threading.Condition(threading.Lock())
+        self._park_lock = threading.Lock()  # taken as it is where nothing waits (cheaper than the Condition's methods)
+        self._park_cond = threading.Condition(self._park_lock)
         self._parked = False
         self._want_lead = False
         self._resume = False
@@ -395,14 +396,14 @@ class StdioTransport(Transport):
 
     def reading(self) -> None:
         if self._parked:
-            with self._park_cond:
+            with self._park_lock:
                 if self._parked:
                     self._resume = True
                     self._park_cond.notify_all()
 
     def read_for(self, future: Any, deadline: float) -> bool:
-        cond = self._park_cond
-        with cond:
+        lock = self._park_lock
+        with lock:
             if not self._parked or self._leader is not None or self._handover is not None or self._closing \
                     or self._no_lead or self._gone is not None:
                 self._want_lead = True  # the reader parks after the line it reads now, for the next call
@@ -412,12 +413,12 @@ class StdioTransport(Transport):
         try:
             resume = self._lead(future, deadline)
         finally:
-            with cond:
+            with lock:
                 self._leader = None
                 self._last_lead = time.monotonic()
                 if resume or self._handover is not None or self._closing:
                     self._resume = True
-                    cond.notify_all()
+                    self._park_cond.notify_all()
         return True
 
     def _lead(self, future: Any, deadline: float) -> bool:
