@@ -257,7 +257,8 @@ class CallbackRunner:
 
     def in_callback_thread(self) -> bool:
         """True when called from the callbacks thread itself."""
-        return threading.current_thread() is self._thread
+        thread = self._thread  # started on first use; before that no thread is it
+        return thread is not None and thread.ident == threading.get_ident()
 
     def _call(self, item: Any) -> None:
         if _deferred:  # records kept for any callbacks thread (log_later): between two callbacks, no lock held

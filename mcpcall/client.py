@@ -374,7 +374,7 @@ class Client:
         """
         if not isinstance(name, str):
             raise InvalidRequest(f"the tool name must be a string, not {type(name).__name__}")
-        if arguments is not None and not isinstance(arguments, Mapping):
+        if arguments is not None and arguments.__class__ is not dict and not isinstance(arguments, Mapping):
             raise InvalidRequest(
                 f"call_tool({name!r}, ...): arguments must be a mapping of argument names to values "
                 f"(a dict such as {{'message': ...}}), not {type(arguments).__name__}"

@@ -21,6 +21,7 @@ import logging
 import math
 import threading
 from concurrent.futures import Future, InvalidStateError
+from os import getpid
 from time import monotonic
 from typing import Any, Callable, Optional
 
@@ -141,8 +142,11 @@ class RequestFuture(Future):  # type: ignore[type-arg]
 
     def result(self, timeout: float | None = None) -> Any:
         """The result; waiting on the callbacks thread keeps that thread's queue running."""
+        dispatcher = self._dispatcher
+        if dispatcher is not None and self._state == "PENDING":
+            dispatcher.transport.reading()  # someone waits who does not read for itself: the transport's threads do
         runner = self._runner
-        if runner is not None and not self.done() and runner.in_callback_thread():
+        if runner is not None and runner.in_callback_thread() and not self.done():
             runner.wait_for(self, timeout)
             timeout = 0
         value = super().result(timeout)
@@ -154,8 +158,11 @@ class RequestFuture(Future):  # type: ignore[type-arg]
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """The exception, as :meth:`result` waits."""
+        dispatcher = self._dispatcher
+        if dispatcher is not None and self._state == "PENDING":
+            dispatcher.transport.reading()
         runner = self._runner
-        if runner is not None and not self.done() and runner.in_callback_thread():
+        if runner is not None and runner.in_callback_thread() and not self.done():
             runner.wait_for(self, timeout)
             timeout = 0
         error = super().exception(timeout)
@@ -301,7 +308,9 @@ class Dispatcher:
         timeout, but never past ``max_timeout`` from the start. ``future``
         continues an existing Future (a retry) under a new id.
         """
-        self.owner.check(self.name)
+        owner = self.owner
+        if getpid() != owner.pid:  # owner.check, inline: this is every request's path
+            owner.check(self.name)
         if timeout is not None and timeout != math.inf and timeout <= 0:
             raise ValueError(f"timeout must be positive seconds, not {timeout!r}")
         rid = next(self._ids)
@@ -353,7 +362,7 @@ class Dispatcher:
         if closed is not None:
             future.fail(closed)
             return future
-        if future.done():  # a continued request cancelled or timed out meanwhile
+        if future._state != "PENDING":  # done: a continued request cancelled or timed out meanwhile
             self._pop(rid)
             return future
         try:
@@ -477,8 +486,7 @@ class Dispatcher:
 
     def in_flight(self) -> int:
         """How many requests await an answer."""
-        with self._lock:
-            return len(self._pending)
+        return len(self._pending)  # one read of a dict's size: no lock needed
 
     def fail_all(self, exc: BaseException) -> None:
         """Fail every pending request with ``exc`` and refuse new ones (the connection is gone)."""

@@ -25,6 +25,7 @@ __all__ = [
     "REQUEST",
     "RESPONSE",
     "UNSUPPORTED_PROTOCOL_VERSION",
+    "EncodedObject",
     "RequestId",
     "classify",
     "copy_json",
@@ -84,6 +85,47 @@ def _fast_dumps() -> Callable[[Any], str] | None:
 
 _dumps: Callable[[Any], str] = _fast_dumps() or _portable_dumps
 _loads = json.loads
+#: The decoder's scanner (C when there is one): ``(value, end)`` of the JSON value at an index of a str.
+_scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+class EncodedObject(dict):  # type: ignore[type-arg]
+    """A JSON object that never changes, encoded once: a ``params._meta`` sent on every request.
+
+    It reads as the dict it was made from and refuses to be changed (its text
+    would no longer match); a changed copy (``{**obj, ...}``) is a plain dict,
+    encoded as any other. :func:`encode` and :func:`encode_line` write its
+    text as it is instead of encoding it again.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, value: dict[str, Any]) -> None:
+        super().__init__(value)
+        self.text = _dumps(dict(value))
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("an EncodedObject cannot be changed; change a copy ({**obj, ...})")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _read_only
+
+    def __reduce__(self) -> Any:
+        return (EncodedObject, (dict(self),))
+
+
+def _message_text(message: Message) -> str:
+    """The compact JSON text of ``message``; a ``params._meta`` that is an :class:`EncodedObject` is not encoded again."""
+    params = message.get("params") if message.__class__ is dict else None  # a batch is a list
+    if params.__class__ is dict:
+        meta = params.get("_meta")
+        if meta.__class__ is EncodedObject:
+            rest = dict(params)
+            del rest["_meta"]
+            head = dict(message)
+            del head["params"]
+            tail = _dumps(rest)
+            return f'{_dumps(head)[:-1]},"params":{{"_meta":{meta.text}{"," + tail[1:] if rest else "}"}}}'
+    return _dumps(message)
 
 
 def copy_json(value: Any) -> Any:
@@ -138,7 +180,7 @@ def encode(message: Message) -> bytes:
     accelerator) raises ``ValueError`` instead. Floats NaN and infinities are
     written as ``NaN`` / ``Infinity``, as :mod:`json` does.
     """
-    return _dumps(message).encode("utf-8")
+    return _message_text(message).encode("utf-8")
 
 
 def encode_line(message: Message) -> bytes:
@@ -147,7 +189,7 @@ def encode_line(message: Message) -> bytes:
     JSON escapes control characters inside strings, so the only newline is the
     terminator. Raises what :func:`encode` raises.
     """
-    return (_dumps(message) + "\n").encode("utf-8")
+    return (_message_text(message) + "\n").encode("utf-8")
 
 
 def decode(data: bytes | str) -> Any:
@@ -158,6 +200,18 @@ def decode(data: bytes | str) -> Any:
     deep for the parser (``RecursionError``, about a thousand levels).
     """
     try:
+        if data.__class__ is bytes:
+            # The common case, a UTF-8 object on one line, without json.loads' encoding detection and
+            # decoder frames; anything else (UTF-16/32, a BOM, not JSON, trailing data) goes the general
+            # way below, which says what is wrong.
+            try:
+                text = data.decode("utf-8")
+                if text[:1] == "{":
+                    value, end = _scan_once(text, 0)
+                    if end == len(text) or not text[end:].strip(" \t\n\r"):  # JSON's whitespace only
+                        return value
+            except (ValueError, StopIteration):
+                pass
         return _loads(data)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         excerpt = data[:80]

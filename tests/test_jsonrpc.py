@@ -167,3 +167,63 @@ def test_classify(message: object, kind: str) -> None:
 )
 def test_peek_id(head: bytes, expected: object) -> None:
     assert jsonrpc.peek_id(head) == expected
+
+
+# -- the per-call path: what does not change is encoded once, the common line decoded without detours --
+
+
+def test_encoded_meta_is_written_as_is_and_reads_as_the_same_json() -> None:
+    meta = jsonrpc.EncodedObject({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "caps": {"roots": {}}})
+    for params in ({"_meta": meta}, {"name": "echo", "_meta": meta, "arguments": {"m": "é\n\u2028"}}):
+        message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+        plain = {**message, "params": {k: dict(v) if k == "_meta" else v for k, v in params.items()}}
+        line = jsonrpc.encode_line(message)
+        assert line.endswith(b"\n") and line.count(b"\n") == 1
+        assert json.loads(line) == json.loads(jsonrpc.encode(plain)) == json.loads(jsonrpc.encode(message))
+        assert meta.text.encode() in line  # the text made once, not encoded again
+    assert dict(meta) == {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "caps": {"roots": {}}}
+
+
+def test_encoded_meta_cannot_change_under_its_text() -> None:
+    meta = jsonrpc.EncodedObject({"a": 1})
+    for change in (lambda: meta.__setitem__("a", 2), lambda: meta.update(a=2), lambda: meta.pop("a"),
+                   lambda: meta.setdefault("b", 1), meta.clear, meta.popitem, lambda: meta.__delitem__("a")):
+        with pytest.raises(TypeError):
+            change()
+    assert meta == {"a": 1} and meta.text == '{"a":1}'
+    copy = {**meta, "b": 2}  # a changed copy is a plain dict, encoded as any other
+    assert type(copy) is dict and jsonrpc.encode({"params": {"_meta": copy}}) == b'{"params":{"_meta":{"a":1,"b":2}}}'
+
+
+def test_request_meta_is_encoded_once() -> None:
+    from mcpcall.session.eras import Negotiator
+    from mcpcall.types import Implementation
+
+    negotiator = Negotiator.__new__(Negotiator)  # only what request_meta reads
+    negotiator.capabilities = {"roots": {"listChanged": True}}
+    negotiator.client_info = Implementation(name="t", version="1")
+    negotiator.log_level = None
+    negotiator.default_log_level = "info"
+    meta = negotiator.request_meta("2026-07-28")
+    assert isinstance(meta, jsonrpc.EncodedObject)
+    assert json.loads(meta.text) == dict(meta)
+    assert meta["io.modelcontextprotocol/logLevel"] == "info"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b'{"a":1}', b'{"a":1}\r', b'{"a":1} \t', b'  {"a":1}', b"[1]", b'"x"', b"\xef\xbb\xbf{\"a\":1}",
+     '{"a":1}'.encode("utf-16"), '{"a":1}'.encode("utf-32-le"), b'{"a":"\\ud800"}', b'{"a":NaN}'],
+)
+def test_decode_of_a_line_is_what_json_loads_gives(line: bytes) -> None:
+    value = jsonrpc.decode(line)
+    expected = json.loads(line)
+    assert repr(value) == repr(expected)  # NaN is not equal to itself: compare the reprs
+
+
+@pytest.mark.parametrize("line", [b'{"a":1}\x0c', b'{"a":1}\xc2\xa0', b'{"a":1} x', b'{"a":1}{}', b'{"a":', b"{\xff}", b'{"a" 1}'])
+def test_decode_refuses_what_json_loads_refuses(line: bytes) -> None:
+    with pytest.raises(ValueError):
+        json.loads(line)
+    with pytest.raises(ProtocolError):
+        jsonrpc.decode(line)

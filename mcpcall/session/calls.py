@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
+from os import getpid
 from time import monotonic
 from typing import Any, Callable
 
@@ -175,7 +176,9 @@ class Caller:
 
     def send(self, call: Call) -> RequestFuture:
         """Start ``call``; the Future completes with its (transformed) result."""
-        self.connection.owner.check(self.name)
+        owner = self.connection.owner
+        if getpid() != owner.pid:  # owner.check, inline: this is every call's path
+            owner.check(self.name)
         if self.connection.closed:
             raise ConnectionClosed(f"client for server {self.name!r} is closed")
         if call.timeout is None:
@@ -192,10 +195,10 @@ class Caller:
         if call.timeout != math.inf:
             limit = call.max_timeout if call.reset and call.max_timeout is not None else call.timeout
             call.deadline = started + (math.inf if call.reset and call.max_timeout is None else limit)
-        if self.connection.transport.session_lost:
+        connection = self.connection
+        if connection.transport.session_lost:
             self._new_session(call)
-        future = RequestFuture(call.method, call, self.callbacks)
-        return self._dispatch(call, future)
+        return self._dispatch(call, RequestFuture(call.method, call, connection.callbacks))
 
     def _params(self, call: Call) -> dict[str, Any]:
         """The call's params with the modern per-request ``_meta`` (the caller's own ``_meta`` keys win)."""
@@ -227,7 +230,7 @@ class Caller:
             params = call.params
             transform = call.transform
             on_error = None
-        return self.dispatcher.request(
+        return self.connection.dispatcher.request(
             call.method,
             params,
             call.timeout,
@@ -374,8 +377,16 @@ class Caller:
         # Every request has a deadline on the scheduler; this wait ends by it too (with a little grace for the
         # dispatcher's own timeout to win): a result's transform (parsing it, on the reader thread; the outputSchema check
         # runs on the thread that reads the result) runs after the request left the pending map.
-        call = getattr(future, "context", None)
-        deadline = call.deadline if isinstance(call, Call) else math.inf
+        call = future.context if future.__class__ is RequestFuture else getattr(future, "context", None)
+        deadline = call.deadline if call.__class__ is Call or isinstance(call, Call) else math.inf
+        connection = self.connection
+        if future._state == "PENDING":
+            # The only one waiting (and not the callbacks thread, whose queue must keep running): the
+            # transport may read the answer on this thread, up to the same limit as the wait below.
+            if connection.dispatcher.in_flight() == 1 and not connection.callbacks.in_callback_thread():
+                connection.transport.read_for(future, deadline + _WAIT_GRACE)
+            else:
+                connection.transport.reading()
         left = None if deadline == math.inf else max(0.0, deadline + _WAIT_GRACE - monotonic())
         try:
             try:
@@ -394,11 +405,13 @@ class Caller:
             if not future.done():
                 future.cancel()  # interrupted while waiting (Ctrl-C): tell the server
             raise
+        if future.__class__ is RequestFuture and future.progress_drained is None:
+            return result  # no progress callbacks to wait for (what _drained would find)
         return self._drained(future, result)
 
     def _drained(self, future: Future[Any], result: Any) -> Any:
         """``result``, once the progress callbacks queued before it have run (within the call's deadline)."""
-        drained = getattr(future, "progress_drained", None)
+        drained = future.progress_drained if future.__class__ is RequestFuture else getattr(future, "progress_drained", None)
         if drained is not None and not self.callbacks.in_callback_thread():
             call = getattr(future, "context", None)
             deadline = call.deadline if isinstance(call, Call) else math.inf

@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from ..dispatcher import Dispatcher
 from ..errors import HTTPError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
+from ..jsonrpc import EncodedObject
 from ..protocol import (
     LATEST_LEGACY_VERSION,
     LATEST_MODERN_VERSION,
@@ -137,6 +138,8 @@ class Negotiator:
     def request_meta(self, version: str) -> dict[str, Any]:
         """The ``_meta`` every modern request carries (built once per version and level, not per request).
 
+        Encoded once, too (an :class:`~mcpcall.jsonrpc.EncodedObject`): each request writes its text as it is.
+
         The log level: the one asked (``log_level=``, :meth:`set_logging_level`), else the
         default (``on_log=`` alone), else none: the server then sends no log messages at all
         (the spec: it MUST NOT without the field).
@@ -149,7 +152,10 @@ class Negotiator:
         level = self.log_level or self.default_log_level
         if level:
             meta[META_LOG_LEVEL] = level
-        return meta
+        try:
+            return EncodedObject(meta)
+        except (TypeError, ValueError, RecursionError):  # not JSON (a capability's value): each send says so, as before
+            return meta
 
     # -- the whole negotiation ------------------------------------------------------
 

@@ -110,6 +110,18 @@ class Transport:
         except MCPError as exc:  # the peer is gone; nothing left to cancel
             self._log(logging.DEBUG, "server %r: cancel of %r not sent: %s", self.name, request_id, exc)
 
+    def read_for(self, future: Any, deadline: float) -> bool:
+        """Read on the caller's thread until ``future`` is done or ``deadline`` (monotonic) passes, if this
+        transport can: the caller is the only one waiting, and no thread hop is needed for its answer.
+
+        False when it did not (the transport's own threads read, as always); either way the caller then
+        waits for ``future`` as before. The base transport never does.
+        """
+        return False
+
+    def reading(self) -> None:
+        """Someone other than a caller reading for itself waits for an answer: the transport's threads read."""
+
     def skipped(self) -> int:
         """How many lines the peer has written so far that were not JSON-RPC messages (stdio), and were skipped."""
         return 0

@@ -66,6 +66,8 @@ _PROBE_NOISY = 10  # more lines than this in that window are condensed
 _PROBE_GRACE = 0.5  # stderr still in the pipe when the handshake ended counts as the probe's
 _BATCHES_ALLOWED = ("2025-03-26",)  # the one revision that allowed JSON-RPC batches
 _POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
+_PARK_IDLE = 0.05  # the reader resumes reading once no caller has read for itself for this long
+_LEAD_SLICE = 0.01  # a caller reading for itself looks this often whether its Future was finished by others
 
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
     _INHERITED = (
@@ -160,6 +162,19 @@ class StdioTransport(Transport):
         self._skipped_last = ""
         self._spoke = False
         self._stderr_logger = logging.getLogger(f"mcpcall.server.{self.name}")
+        # A caller that is the only one waiting reads its answer itself (read_for), while the reader is parked
+        # between lines; all under _park_cond. _leader: the thread reading for itself; _handover: what it read
+        # and leaves to the reader (a piece of a line, EOF); _resume: the reader must read again at once.
+        self._park_lock = threading.Lock()  # taken as it is where nothing waits (cheaper than the Condition's methods)
+        self._park_cond = threading.Condition(self._park_lock)
+        self._parked = False
+        self._want_lead = False
+        self._resume = False
+        self._no_lead = False
+        self._leader: int | None = None
+        self._last_lead = 0.0
+        self._handover: bytes | None = None
+        self._lead_poller: Any = None
 
     def __repr__(self) -> str:
         pid = self.process.pid if self.process else None
@@ -268,7 +283,8 @@ class StdioTransport(Transport):
                 except OSError as exc:
                     self._gone = self._broken_pipe(exc)
                     raise self._gone from exc
-                self._written(written)
+                with self._count_lock:  # as _written does (inline: this is every message's path)
+                    self._pending_bytes -= written
                 if written < len(data):
                     self._out.append(memoryview(data)[written:])
                     self._wake.set()
@@ -336,6 +352,126 @@ class StdioTransport(Transport):
 
     # -- reading -----------------------------------------------------------------
 
+    # A blocking call whose caller is the only one waiting reads its answer on the caller's own thread:
+    # no wake-up of the reader and then of the caller, which costs more than everything else a call does.
+    # The reader thread parks between lines while callers do so (it reads again once none has for
+    # _PARK_IDLE, or at once when another waiter needs it, on close, or when the server exits); a caller
+    # reads only whole lines, and leaves anything else (a piece of a line, EOF, a line over the limit) to
+    # the reader, unread by it, through _handover. So the line assembly stays the reader's alone.
+
+    def _poll(self, poller: Any, timeout: float, *, idle: bool, fd: int) -> list[tuple[int, int]]:
+        """The reader's poll; between lines, while callers read for themselves, it parks here first."""
+        if idle and self._want_lead and self._handover is None and not self._closing:
+            self._park()
+        if self._handover is not None:
+            return [(fd, select.POLLIN)]  # _read_chunk hands it on
+        events: list[tuple[int, int]] = poller.poll(timeout)
+        return events
+
+    def _read_chunk(self, fd: int, size: int) -> bytes:
+        """The next bytes of stdout for the reader: what a caller reading for itself left to it, else a read."""
+        handover = self._handover
+        if handover is not None:
+            self._handover = None
+            return handover
+        return os.read(fd, size)
+
+    def _park(self) -> None:
+        """On the reader: wait while callers read for themselves; never while one of them still reads."""
+        cond = self._park_cond
+        with cond:
+            self._want_lead = False
+            self._parked = True
+            self._last_lead = time.monotonic()  # a caller asked just now: it gets _PARK_IDLE to come back
+            try:
+                while not (self._closing or self._resume or self._no_lead):
+                    if self._leader is None and time.monotonic() - self._last_lead >= _PARK_IDLE:
+                        break
+                    cond.wait(_PARK_IDLE)
+                while self._leader is not None:  # it leaves once its Future is done, on close, or on the server's exit
+                    cond.wait(_LEAD_SLICE)
+            finally:
+                self._parked = False
+                self._resume = False
+
+    def reading(self) -> None:
+        if self._parked:
+            with self._park_lock:
+                if self._parked:
+                    self._resume = True
+                    self._park_cond.notify_all()
+
+    def read_for(self, future: Any, deadline: float) -> bool:
+        lock = self._park_lock
+        with lock:
+            if not self._parked or self._leader is not None or self._handover is not None or self._closing \
+                    or self._no_lead or self._gone is not None:
+                self._want_lead = True  # the reader parks after the line it reads now, for the next call
+                return False
+            self._leader = threading.get_ident()
+        resume = True
+        try:
+            resume = self._lead(future, deadline)
+        finally:
+            with lock:
+                self._leader = None
+                self._last_lead = time.monotonic()
+                if resume or self._handover is not None or self._closing:
+                    self._resume = True
+                    self._park_cond.notify_all()
+        return True
+
+    def _lead(self, future: Any, deadline: float) -> bool:
+        """Read whole lines on the caller's thread until ``future`` is done; True if the reader must read again now."""
+        receiver = self._receiver
+        proc = self.process
+        if receiver is None or proc is None or proc.stdout is None:
+            return True
+        fd = proc.stdout.fileno()
+        poller = self._lead_poller
+        if poller is None:
+            poller = self._lead_poller = select.poll()
+            poller.register(fd, _POLL_IN)
+            poller.register(self._wake_r, select.POLLIN)
+            if self._pidfd >= 0:
+                poller.register(self._pidfd, select.POLLIN)
+        limit = self.max_message_bytes
+        line = self._line
+        while future._state == "PENDING":  # done(), without its lock: a stale read costs one more slice
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            try:
+                events = poller.poll(min(left, _LEAD_SLICE) * 1000)
+            except OSError:
+                return True
+            if not events:
+                continue
+            for ready, _ in events:
+                if ready != fd:  # closing, or the server exited: the reader's to see
+                    if ready == self._pidfd:
+                        self._no_lead = True
+                    return True
+            try:
+                chunk = os.read(fd, _CHUNK)
+            except OSError:
+                return True  # the reader reads again and reports it
+            if not chunk or chunk[-1:] != b"\n" or len(chunk) > limit:
+                self._handover = chunk  # a piece of a line, EOF, or more than a line may be: the reader's
+                return True
+            lines = chunk.split(b"\n")
+            lines.pop()  # empty: the chunk ends with a newline
+            done = 0
+            try:
+                for text in lines:
+                    line(text, receiver)  # handles whatever a line holds; only an interrupt (Ctrl-C) escapes
+                    done += 1
+            except BaseException:
+                if done + 1 < len(lines):  # the lines after the interrupted one are the reader's, not lost
+                    self._handover = b"\n".join(lines[done + 1:]) + b"\n"
+                raise
+        return False
+
     def _warn(self, kind: str, text: str) -> None:
         """A warning about what the server sent: the receiver logs it off this thread, a few per kind."""
         receiver = self._receiver
@@ -363,10 +499,11 @@ class StdioTransport(Transport):
         skip_size = 0
         exited = False
         ended = ""
-        read = os.read
+        read = self._read_chunk
         while True:
             try:
-                events = poller.poll(_EXIT_GRACE * 1000 if exited else (-1 if self._pidfd >= 0 else 1000))
+                events = self._poll(poller, _EXIT_GRACE * 1000 if exited else (-1 if self._pidfd >= 0 else 1000),
+                                    idle=not partial and not skipping and not exited, fd=fd)
             except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for old kernels
                 continue
             except OSError as exc:
@@ -753,6 +890,7 @@ class StdioTransport(Transport):
         proc = self.process
         self._closing = True
         self._wake.set()
+        self.reading()  # a parked reader reads again (and sees the end)
         if proc is None:
             return
         if graceful:

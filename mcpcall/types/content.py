@@ -146,6 +146,11 @@ ContentBlock = Union[TextContent, ImageContent, AudioContent, ResourceLink, Embe
 
 def parse_content(data: Any, server: str = "", where: str = "") -> ContentBlock:
     """One content block from its wire dict; ``where`` (" in the result of tool 'x'") goes into errors."""
+    if data.__class__ is dict and data.get("type") == "text":  # the common block, read without the checks' calls
+        text = data.get("text")
+        if text.__class__ is str:
+            annotations = data.get("annotations")
+            return TextContent(text, annotations if isinstance(annotations, dict) else {}, data)
     kind = require_str(data, "type", f"a content block{where}", server)
     annotations = mapping(data.get("annotations"))
     label = f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind} block{where}"

@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 
 from ..errors import ProtocolError, ToolError
 from ..schema import MAX_DEPTH, deeper_than
-from ._record import many, mapping, optional_str, record, require, require_str
+from ._record import mapping, optional_str, record, require, require_str
 from .content import ContentBlock, parse_content, text_of
 
 __all__ = ["CallToolResult", "Implementation", "NestedTooDeep", "Tool", "ToolList", "parse_call_result", "parse_tool"]
@@ -162,7 +162,7 @@ def parse_call_result(data: dict[str, Any], tool: str = "", server: str = "") ->
         require(data, "content", list, f"a result of tool {tool!r}", server)
     where = f" in the result of tool {tool!r}"
     return CallToolResult(
-        content=many(content, lambda block: parse_content(block, server, where)),
+        content=tuple([parse_content(block, server, where) for block in content]) if isinstance(content, list) else (),
         structured_content=data.get("structuredContent"),
         is_error=data.get("isError") is True,
         raw=data,

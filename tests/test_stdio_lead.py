@@ -1,0 +1,175 @@
+"""A blocking call whose caller is the only one waiting reads its answer on the caller's thread.
+
+The reader thread parks between lines while callers do so; every guarantee of a
+wait still holds for a caller reading for itself: its timeout, a cancel and
+close() reach it, the server's death ends it, what a server sends meanwhile
+(progress, a line in pieces) is handled as the reader would, and several
+threads calling at once are all answered.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import mcpcall
+from mcpcall import ConnectionClosed, RequestTimeout
+from tests.conftest import demo_argv, fault_argv
+
+
+def _watch(client: mcpcall.Client) -> list[str]:
+    """The names of the threads that read each line of stdout from now on; leading noted as 'lead'."""
+    transport: Any = client.transport
+    seen: list[str] = []
+    line, read_for = transport._line, transport.read_for
+
+    def traced_line(text: bytes, receiver: Any) -> None:
+        seen.append(threading.current_thread().name)
+        line(text, receiver)
+
+    def traced_read_for(future: Any, deadline: float) -> bool:
+        led = read_for(future, deadline)
+        if led:
+            seen.append("lead")
+        return bool(led)
+
+    transport._line = traced_line
+    transport.read_for = traced_read_for
+    return seen
+
+
+def _warm(client: mcpcall.Client) -> None:
+    for _ in range(3):  # the first asks the reader to park after its line; the next ones read for themselves
+        client.ping(timeout=10)
+
+
+def test_a_sole_blocking_call_reads_its_answer_on_its_own_thread() -> None:
+    with mcpcall.connect(demo_argv(), protocol="legacy") as client:
+        client.call_tool("echo", {"message": "first"})  # lists the tools first (a longer answer)
+        _warm(client)
+        seen = _watch(client)
+        # Reading for itself is never required (on a loaded machine the reader may resume between two calls,
+        # after its idle time): calls go on until three did, which they do at once on a quiet one.
+        n = 0
+        while seen.count("lead") < 3 and n < 300:
+            assert client.call_tool("echo", {"message": str(n)}).text == str(n)
+            n += 1
+        me = threading.current_thread().name
+        assert seen.count("lead") >= 3 and seen.count(me) >= 3, seen
+
+
+def test_the_timeout_reaches_a_caller_reading_for_itself() -> None:
+    with mcpcall.connect(fault_argv("hang"), protocol="legacy") as client:
+        _warm(client)
+        seen = _watch(client)
+        started = time.monotonic()
+        with pytest.raises(RequestTimeout):
+            client.call_tool("echo", {"message": "x"}, timeout=0.5)
+        assert time.monotonic() - started < 0.5 + 1.5
+        assert "lead" in seen
+        assert client.call_tool  # the client still works after a timeout
+        client.ping(timeout=10)
+
+
+def test_cancel_reaches_a_caller_reading_for_itself() -> None:
+    with mcpcall.connect(fault_argv("hang"), protocol="legacy") as client:
+        _warm(client)
+        seen = _watch(client)
+        future = client.call_tool_future("echo", {"message": "x"}, timeout=30)
+        outcome: list[BaseException] = []
+
+        def wait() -> None:
+            try:
+                client._caller.wait(future)
+            except BaseException as exc:  # noqa: BLE001 - what the waiter got is the test's
+                outcome.append(exc)
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        time.sleep(0.3)
+        started = time.monotonic()
+        future.cancel()
+        waiter.join(5)
+        assert not waiter.is_alive() and time.monotonic() - started < 1.5
+        assert isinstance(outcome[0], concurrent.futures.CancelledError), outcome
+        assert "lead" in seen
+
+
+def test_close_reaches_a_caller_reading_for_itself() -> None:
+    client = mcpcall.connect(fault_argv("hang"), protocol="legacy")
+    _warm(client)
+    seen = _watch(client)
+    outcome: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            client.call_tool("echo", {"message": "x"}, timeout=30)
+        except BaseException as exc:  # noqa: BLE001
+            outcome.append(exc)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    time.sleep(0.3)
+    client.close()
+    caller.join(5)
+    assert not caller.is_alive()
+    assert isinstance(outcome[0], ConnectionClosed), outcome
+    assert "lead" in seen
+
+
+def test_the_servers_death_ends_a_caller_reading_for_itself() -> None:
+    with mcpcall.connect(fault_argv("crash-on-call"), protocol="legacy") as client:
+        _warm(client)
+        seen = _watch(client)
+        with pytest.raises(ConnectionClosed) as caught:
+            client.call_tool("echo", {"message": "x"}, timeout=20)
+        assert caught.value.returncode == 3
+        assert "lead" in seen
+
+
+def test_an_answer_in_pieces_goes_to_the_reader_and_still_arrives() -> None:
+    argv = fault_argv("big-line", extra=("--big-bytes", "300000", "--big-count", "2"))
+    with mcpcall.connect(argv, protocol="legacy") as client:
+        _warm(client)
+        seen = _watch(client)
+        for _ in range(2):
+            assert len(client.call_tool("echo", {"message": "x"}, timeout=20).text) > 250_000
+        assert client.call_tool("echo", {"message": "small"}).text == "small"
+        assert "lead" in seen and any(name.startswith("mcpcall-reader-") for name in seen), seen
+
+
+def test_progress_while_reading_for_itself_runs_on_the_callbacks_thread() -> None:
+    with mcpcall.connect(demo_argv(), protocol="legacy") as client:
+        _warm(client)
+        seen = _watch(client)
+        where: list[str] = []
+        client.call_tool("slow", {"seconds": 0.3, "steps": 3}, on_progress=lambda *_: where.append(
+            threading.current_thread().name), timeout=20)
+        assert len(where) == 3 and all(name.startswith("mcpcall-callbacks-") for name in where), where
+        assert "lead" in seen
+
+
+def test_many_threads_at_once_are_all_answered() -> None:
+    with mcpcall.connect(demo_argv(), protocol="legacy") as client:
+        _warm(client)
+
+        def calls(n: int) -> list[str]:
+            return [client.call_tool("echo", {"message": f"{n}-{i}"}, timeout=20).text for i in range(25)]
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(calls, range(8)))
+        assert results == [[f"{n}-{i}" for i in range(25)] for n in range(8)]
+        assert client.call_tool("echo", {"message": "after"}).text == "after"
+
+
+def test_a_future_waited_elsewhere_is_answered_after_callers_read_for_themselves() -> None:
+    with mcpcall.connect(demo_argv(), protocol="legacy") as client:
+        _warm(client)  # the reader is parked now
+        future = client.call_tool_future("echo", {"message": "f"})
+        done, _ = concurrent.futures.wait([future], timeout=5)  # no result(): nothing tells the reader
+        assert done and future.result().text == "f"
+        assert client.call_tool_future("echo", {"message": "g"}).result(timeout=5).text == "g"
