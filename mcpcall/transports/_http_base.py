@@ -41,6 +41,7 @@ from ..forking import Owned
 from ..scheduler import get_scheduler
 from ._exchanges import Exchange, Sending, sending, track_session
 from ._origins import origin, same_origin
+from ._sender import Sender
 from .base import DEFAULT_MAX_MESSAGE_BYTES, Receiver, Transport
 
 __all__ = ["CauseSummary", "HTTPBase", "Job", "error_in_body"]
@@ -216,6 +217,7 @@ class HTTPBase(Transport):
         self._owner = Owned()
         self._receiver: Receiver | None = None
         self._session: Any = None
+        self._sender: Sender | None = None
         self._lock = threading.Lock()
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._workers: list[threading.Thread] = []
@@ -251,7 +253,7 @@ class HTTPBase(Transport):
         # requests re-reads the environment on every request (proxies, no_proxy, netrc, CA
         # bundle), 100-200 us a call. Every request of a transport goes to one origin, so look
         # once here and turn the per-request lookups off.
-        from requests.utils import get_environ_proxies, get_netrc_auth
+        from requests.utils import get_auth_from_url, get_environ_proxies, get_netrc_auth
 
         for key, value in get_environ_proxies(self.url, no_proxy=self.proxies.get("no_proxy")).items():
             session.proxies.setdefault(key, value)
@@ -261,24 +263,31 @@ class HTTPBase(Transport):
                 session.verify = bundle
         if self.auth is None:
             self.auth = get_netrc_auth(self.url)
+        if self.auth is None and any(get_auth_from_url(self.url)):  # as requests does: user:password@ in the URL
+            self.auth = get_auth_from_url(self.url)
         session.trust_env = False
+        # Each request: the adapter's pool straight, with what requests would resolve per request resolved once.
+        self._sender = Sender(session, self.url)
         return session
 
     def _http(self, method: str, url: str, *, headers: dict[str, str], data: bytes | None = None,
               what: str = "", read_timeout: float | None = None, connect_timeout: float | None = None) -> Any:
         """One HTTP exchange (streamed), following redirects only within the origin of ``self.url``."""
-        session = self._session
-        if session is None:
+        sender = self._sender
+        if self._session is None or sender is None:
             raise ConnectionClosed(f"client for server {self.name!r} is not started")
         what = what or method
         connect = connect_timeout if connect_timeout is not None else self.connect_timeout
         timeout = (connect, read_timeout if read_timeout is not None else self.read_timeout)
         for _ in range(_MAX_REDIRECTS + 1):
             error: MCPError | None = None
+            auth = self.auth
             try:
-                with sending(Sending(self.url, self._log_as)):  # an auth hook's resource is self.url, whatever URL this is
-                    response = session.request(method, url, data=data, headers=headers, auth=self.auth, stream=True,
-                                               timeout=timeout, allow_redirects=False)
+                if auth is None:
+                    response = sender.send(method, url, headers=headers, data=data, timeout=timeout, auth=None)
+                else:
+                    with sending(Sending(self.url, self._log_as)):  # an auth hook's resource is self.url, whatever URL this is
+                        response = sender.send(method, url, headers=headers, data=data, timeout=timeout, auth=auth)
             except Exception as exc:  # noqa: BLE001 - mapped to mcpcall's errors here, in one place
                 error = self.transport_error(exc, what, url, connect_timeout=connect)
             if error is not None:
