@@ -12,6 +12,8 @@ from __future__ import annotations
 import base64
 import gc
 import json
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,6 +38,10 @@ def connect(url: str, **options: Any) -> mcpcall.Client:
     options.setdefault("name", "lean")
     options.setdefault("timeout", 10)
     return mcpcall.connect(url, **options)
+
+
+def calls_of(server: FaultServer, tool: str) -> list[Any]:
+    return [s for s in server.requests("tools/call") if s.body["params"]["name"] == tool]
 
 
 def _no_session_send(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -124,3 +130,87 @@ def test_credentials_in_the_url_are_sent(server: FaultServer) -> None:
     expected = "Basic " + base64.b64encode(b"ann:s3cret").decode()
     assert server.seen and all(s.headers.get("authorization") == expected for s in server.seen)
 
+
+
+# -- a blocking call runs its exchange on the caller's thread ------------------------------------
+
+
+class ThreadAuth(requests.auth.AuthBase):
+    """Records the thread each request is signed on (an auth hook runs where the request is sent)."""
+
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
+    def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
+        self.threads.append(threading.current_thread().name)
+        return r
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "modern"])
+def test_a_blocking_call_runs_on_the_callers_thread(server: FaultServer, protocol: str) -> None:
+    auth = ThreadAuth()
+    with connect(server.url, protocol=protocol, auth=auth) as client:
+        client.list_tools()
+        auth.threads.clear()
+        assert client.call_tool("echo", {"message": "here"}).text == "here"
+        assert auth.threads == [threading.current_thread().name]
+        auth.threads.clear()
+        assert client.call_tool_future("echo", {"message": "there"}).result(10).text == "there"
+        assert len(auth.threads) == 1 and auth.threads[0].startswith("mcpcall-http-")  # nobody blocks: a worker
+
+
+def test_close_ends_a_blocking_call_running_on_its_thread(server: FaultServer) -> None:
+    server.stall.add("stuck")
+    client = connect(server.url, protocol="legacy", timeout=30)
+    outcome: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            client.call_tool("stuck", {})
+        except BaseException as exc:  # noqa: BLE001 - looked at below
+            outcome.append(exc)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    try:
+        assert server.wait_for(lambda: bool(calls_of(server, "stuck")))
+        started = time.monotonic()
+        client.close()
+        caller.join(5)
+        assert not caller.is_alive()
+        assert time.monotonic() - started < 3
+        assert len(outcome) == 1 and isinstance(outcome[0], mcpcall.ConnectionClosed), outcome
+    finally:
+        server.release.set()
+        client.close()
+        caller.join(5)
+
+
+def test_timeout_ends_a_blocking_call_running_on_its_thread(server: FaultServer) -> None:
+    server.stall.add("stuck")
+    with connect(server.url, protocol="legacy") as client:
+        started = time.monotonic()
+        with pytest.raises(mcpcall.RequestTimeout):
+            client.call_tool("stuck", {}, timeout=0.5)
+        assert time.monotonic() - started < 0.5 + 1.5
+        assert client.call_tool("echo", {"message": "after"}).text == "after"
+    server.release.set()
+
+
+def test_many_blocking_callers_stay_within_the_pool(server: FaultServer, caplog: pytest.LogCaptureFixture) -> None:
+    """More blocking callers than max_workers: the rest go to the workers; no connection is opened past the pool."""
+    server.reply = "sse"
+    with connect(server.url, protocol="legacy", max_workers=2) as client:
+        results: list[str] = []
+
+        def call(i: int) -> None:
+            for j in range(5):
+                results.append(client.call_tool("echo", {"message": f"{i}-{j}"}).text)
+
+        callers = [threading.Thread(target=call, args=(i,)) for i in range(6)]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join(30)
+        assert sorted(results) == sorted(f"{i}-{j}" for i in range(6) for j in range(5))
+    assert not [r for r in caplog.records if "pool is full" in r.getMessage()]  # urllib3: one connection too many

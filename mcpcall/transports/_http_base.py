@@ -42,7 +42,7 @@ from ..scheduler import get_scheduler
 from ._exchanges import Exchange, Sending, sending, track_session
 from ._origins import origin, same_origin
 from ._sender import Sender
-from .base import DEFAULT_MAX_MESSAGE_BYTES, Receiver, Transport
+from .base import DEFAULT_MAX_MESSAGE_BYTES, Receiver, Transport, caller_waits, waiting_caller
 
 __all__ = ["CauseSummary", "HTTPBase", "Job", "error_in_body"]
 
@@ -222,6 +222,7 @@ class HTTPBase(Transport):
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._workers: list[threading.Thread] = []
         self._idle = 0
+        self._busy = 0  # exchanges submitted and not yet ended: the workers' (queued too) and the callers' own
         self._exchanges: dict[Any, Exchange] = {}  # request id -> its exchange, from send() until its job ends
         self._active: set[Exchange] = set()  # every exchange under way (requests, notices, acknowledgements)
         self._closing = threading.Event()
@@ -429,13 +430,20 @@ class HTTPBase(Transport):
     # -- the worker pool -----------------------------------------------------------
 
     def _submit(self, job: Job) -> None:
+        here = job.request_id is not None and waiting_caller()
         with self._lock:
             if self._closing.is_set():
                 raise ConnectionClosed(f"client for server {self.name!r} is closed")
             if job.request_id is not None:
                 self._exchanges[job.request_id] = job.exchange
             self._active.add(job.exchange)
-            if self._idle > 0:
+            # A caller that blocks on this request runs it itself (no hop to a worker and back), while
+            # fewer than max_workers exchanges run: the pool has a connection for each of them.
+            here = here and self._busy < self.max_workers
+            self._busy += 1
+            if here:
+                pass
+            elif self._idle > 0:
                 self._idle -= 1  # an idle worker will take it
             elif len(self._workers) < self.max_workers:
                 worker = threading.Thread(
@@ -443,7 +451,30 @@ class HTTPBase(Transport):
                 )
                 self._workers.append(worker)
                 worker.start()
-        self._jobs.put(job)
+        if here:
+            self._run_here(job)
+        else:
+            self._jobs.put(job)
+
+    def _run_here(self, job: Job) -> None:
+        """Run ``job`` on the calling thread, as a worker would: its deadline, a cancel and close() abort its exchange."""
+        exchange = job.exchange
+        try:
+            with exchange, caller_waits(False):  # what it sends meanwhile (a next round) nobody blocks on here
+                if not exchange.aborted.is_set():
+                    self._run_job(job)
+        except Exception as exc:  # noqa: BLE001 - whatever happens ends in the Future it concerns
+            if not exchange.aborted.is_set():
+                self._fail(job.request_id, self.transport_error(exc, job.method))
+        except BaseException:  # Ctrl-C on the caller's thread: the request ends here, its sockets with it
+            exchange.abort()
+            raise
+        finally:
+            with self._lock:
+                if self._exchanges.get(job.request_id) is exchange:
+                    del self._exchanges[job.request_id]
+                self._active.discard(exchange)
+                self._busy -= 1
 
     def _work(self) -> None:
         while True:
@@ -463,6 +494,7 @@ class HTTPBase(Transport):
                         del self._exchanges[job.request_id]
                     self._active.discard(job.exchange)
                     self._idle += 1
+                    self._busy -= 1
 
     def _run_job(self, job: Job) -> None:
         raise NotImplementedError
