@@ -214,3 +214,33 @@ def test_many_blocking_callers_stay_within_the_pool(server: FaultServer, caplog:
             caller.join(30)
         assert sorted(results) == sorted(f"{i}-{j}" for i in range(6) for j in range(5))
     assert not [r for r in caplog.records if "pool is full" in r.getMessage()]  # urllib3: one connection too many
+
+
+# -- one write per small request -----------------------------------------------------------------
+
+
+class RecordingSocket:
+    """Stands in for a connected socket: records each write."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def settimeout(self, timeout: Any) -> None:
+        pass
+
+    def sendall(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+
+
+@pytest.mark.parametrize("body", [b'{"jsonrpc": "2.0"}', None, b"x" * (100 * 1024)])
+def test_a_small_body_goes_out_with_the_headers_in_one_write(body: bytes | None) -> None:
+    from mcpcall.transports._exchanges import tracked_pool_classes
+
+    connection = tracked_pool_classes()["http"].ConnectionCls("127.0.0.1", 9)
+    sock = RecordingSocket()
+    connection.sock = sock
+    connection.request("POST", "/mcp", body=body, headers={"Content-Type": "application/json"})
+    sent = b"".join(sock.writes)
+    assert sent.startswith(b"POST /mcp HTTP/1.1\r\n") and sent.endswith(b"\r\n\r\n" + (body or b""))
+    assert len(sock.writes) == (1 if body is None or len(body) <= 64 * 1024 else 2)
+    connection.sock = None

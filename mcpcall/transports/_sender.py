@@ -223,3 +223,45 @@ class Sender:
         request.url = self._prepared_url(url)
         request.headers = CaseInsensitiveDict(headers)
         extract_cookies_to_jar(self.session.cookies, request, raw)  # type: ignore[no-untyped-call]
+
+
+#: Bodies up to this size go out in one write with the request's headers.
+ONE_WRITE_LIMIT = 64 * 1024
+
+
+class OneWrite:
+    """Mixed into urllib3's connection classes: a small body goes out in the same write as the headers.
+
+    ``http.client`` writes the header block and then the body: two system calls
+    on our side, and on the server's a wake-up for a request it cannot answer
+    yet. Here the header block is held back until the body comes, then both are
+    written at once. Anything else (no body, a big or streamed one, a proxy's
+    CONNECT) is written as before.
+    """
+
+    _mcpcall_merge = False
+    _mcpcall_held: bytes | None = None
+
+    def request(self, method: str, url: str, body: Any = None, headers: Any = None, **kwargs: Any) -> None:
+        self._mcpcall_merge = isinstance(body, bytes) and 0 < len(body) <= ONE_WRITE_LIMIT and not kwargs.get("chunked")
+        try:
+            super().request(method, url, body=body, headers=headers, **kwargs)  # type: ignore[misc]
+            held = self._mcpcall_held
+            if held is not None:  # no body came after all
+                self._mcpcall_held = None
+                self._mcpcall_merge = False
+                super().send(held)  # type: ignore[misc]
+        finally:
+            self._mcpcall_merge = False
+            self._mcpcall_held = None
+
+    def send(self, data: Any) -> None:
+        if self._mcpcall_merge and isinstance(data, bytes):
+            held = self._mcpcall_held
+            if held is None:
+                self._mcpcall_held = data  # the header block: it goes out with the body
+                return
+            self._mcpcall_held = None
+            self._mcpcall_merge = False
+            data = held + data
+        super().send(data)  # type: ignore[misc]
