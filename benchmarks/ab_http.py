@@ -5,7 +5,7 @@ this checkout's) each run in their own worker processes of ``bench_http.py``
 against one official-SDK server (JSON replies, then SSE replies), next to the bare
 ``http.client`` loop and the official SDK; rounds are interleaved A, B, A, B, ...
 and everything runs pinned to one CPU (``--cpu``). Reported: the median round's
-client CPU per call, and the ratios mcpcall/http.client, SDK/mcpcall, A/B.
+client CPU per call (or the best round's, ``--best``), and the ratios mcpcall/http.client, SDK/mcpcall, A/B.
 
 ``--count N`` instead counts the function calls (Python and C) per ``call_tool``
 over N sequential calls, on every thread of the process (the HTTP workers
@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", type=int, default=1)
     parser.add_argument("--servers", default="json,sse", help="server modes, comma-separated (json, sse)")
     parser.add_argument("--eras", default="legacy,modern")
+    parser.add_argument("--best", action="store_true", help="report the best round (least CPU), not the median")
     parser.add_argument("--no-sdk", action="store_true", help="leave the official SDK client out")
     parser.add_argument("--count", type=int, default=0, help="count function calls per call over N calls instead")
     parser.add_argument("--top", type=int, default=0, help="with --count: show the N most frequent functions")
@@ -153,8 +154,10 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 for _, worker in workers:
                     worker.close()
-            med = {key: statistics.median(values) for key, values in cpu.items()}
-            print(f"\nserver {server_mode}: client CPU us/call, median of {opts.rounds} rounds (seq, {opts.threads} thr)")
+            pick = min if opts.best else statistics.median
+            med = {key: pick(values) for key, values in cpu.items()}
+            print(f"\nserver {server_mode}: client CPU us/call, {'best' if opts.best else 'median'} of {opts.rounds} rounds "
+                  f"(seq, {opts.threads} thr)")
             for label, _ in workers:
                 print(f"  {label:<22}" + "".join(f"{med[(label, m)]:>10.0f}" for m in MODES))
             print("  ratios" + " " * 16 + "".join(f"{m:>10}" for m in MODES))
