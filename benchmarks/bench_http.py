@@ -40,7 +40,7 @@ from common import ARGS, MODES, Worker, add_round_options, interleave, pin_and_a
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER_SCRIPT = os.path.join(HERE, "http_server.py")
-CLIENTS = ("requests", "mcpcall-legacy", "mcpcall-modern", "sdk-legacy", "sdk-modern")
+CLIENTS = ("http.client", "requests", "mcpcall-legacy", "mcpcall-modern", "sdk-legacy", "sdk-modern")
 SERVER_MODES = ("json", "sse")
 LEGACY_VERSION = "2025-11-25"
 ACCEPT = "application/json, text/event-stream"
@@ -102,6 +102,76 @@ class RequestsClient:
     def close(self) -> None:
         self.session.delete(self.url, headers=self.headers).close()
         self.session.close()
+
+
+class HTTPClientLoop:
+    """Bare ``http.client``: one keep-alive connection per calling thread, one POST per call.
+
+    The floor for a Python HTTP client: no session, no pool, no timeouts, no
+    checks; the JSON or SSE reply is parsed by hand as in :class:`RequestsClient`.
+    """
+
+    def __init__(self, url: str) -> None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url)
+        self.host, self.port, self.path = parts.hostname or "127.0.0.1", parts.port or 80, parts.path or "/"
+        self.headers = {"Accept": ACCEPT, "Content-Type": "application/json"}
+        self._local = threading.local()
+        self._ids = iter(range(1, 1 << 62))
+        self._lock = threading.Lock()
+        info = {"name": "http.client", "version": "1"}
+        status, headers, body = self._post(json.dumps({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": LEGACY_VERSION, "capabilities": {}, "clientInfo": info},
+        }).encode())
+        self.headers["Mcp-Session-Id"] = headers["mcp-session-id"]
+        self.headers["MCP-Protocol-Version"] = LEGACY_VERSION
+        self.instructions = self._result(headers, body)["instructions"]
+        self._post(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode())
+
+    def _post(self, body: bytes, method: str = "POST") -> tuple[int, Any, bytes]:
+        import http.client
+
+        connection = getattr(self._local, "connection", None)
+        for attempt in range(2):
+            if connection is None:
+                connection = self._local.connection = http.client.HTTPConnection(self.host, self.port)
+            try:
+                connection.request(method, self.path, body, self.headers)
+                response = connection.getresponse()
+                return response.status, response.headers, response.read()
+            except (ConnectionError, http.client.HTTPException):
+                # The server closed a connection idle past its keep-alive (uvicorn: 5 s) while other
+                # workers ran: open a new one, as urllib3 does for a dropped pooled connection.
+                connection.close()
+                connection = None
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _result(headers: Any, body: bytes) -> dict[str, Any]:
+        if (headers.get("content-type") or "").startswith("text/event-stream"):
+            for line in body.splitlines():
+                if line.startswith(b"data:") and len(line) > 6:
+                    message = json.loads(line[5:])
+                    if "id" in message:
+                        return message["result"]  # type: ignore[no-any-return]
+            raise RuntimeError(f"no response in the SSE stream: {body[:200]!r}")
+        return json.loads(body)["result"]  # type: ignore[no-any-return]
+
+    def call_echo(self) -> str:
+        with self._lock:
+            rid = next(self._ids)
+        body = json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                           "params": {"name": "echo", "arguments": ARGS}}).encode()
+        _, headers, data = self._post(body)
+        return str(self._result(headers, data)["content"][0]["text"])
+
+    def close(self) -> None:
+        self._post(b"", "DELETE")
+        self._local.connection.close()
 
 
 # -- workers: one client each, driven by the parent over stdin/stdout (see common) ----
@@ -320,7 +390,7 @@ def show_calls(calls: dict[str, Any], threads: int, server_stack: str) -> dict[s
         ratios: dict[str, dict[str, float]] = {}
         for era in ("legacy", "modern"):
             mine = best[f"mcpcall-{era}"]
-            for base in (f"sdk-{era}", "requests"):
+            for base in (f"sdk-{era}", "requests", "http.client"):
                 other = best[base]
                 ratios[f"mcpcall-{era}/{base}"] = {
                     **{f"calls_{m}": mine[m]["calls_per_second"] / other[m]["calls_per_second"] for m in MODES},
@@ -381,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
         kind, url = opts.worker
         if kind.startswith("sdk-"):
             asyncio.run(sdk_worker(kind, url))
+        elif kind == "http.client":
+            thread_worker(kind, url, "http.client", HTTPClientLoop)
         else:
             thread_worker(kind, url, "requests", RequestsClient)
         return 0

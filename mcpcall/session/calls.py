@@ -32,6 +32,7 @@ from ..dispatcher import CONTINUED, Dispatcher, ProgressCallback, RequestFuture
 from ..errors import ConnectionClosed, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
 from ..protocol import MODERN_VERSIONS
 from ..scheduler import get_scheduler
+from ..transports.base import caller_waits
 from ..types import Implementation
 from .cache import ResultCache
 from .eras import Agreement, Negotiator
@@ -437,11 +438,15 @@ class Caller:
                 return inner(result, future) if inner is not None else result
 
             call.transform = keep
-            value = self.wait(self.send(call))
+            with caller_waits(not self.callbacks.in_callback_thread()):  # see Client.call_tool
+                future = self.send(call)
+            value = self.wait(future)
             if raw:
                 self.cache.put(call.method, call.params, raw[0], generation)
             return value
-        return self.wait(self.send(call))
+        with caller_waits(not self.callbacks.in_callback_thread()):
+            future = self.send(call)
+        return self.wait(future)
 
     def _new_session(self, call: Call) -> None:
         """The server dropped our (legacy HTTP) session: initialize again, once, for everyone.

@@ -393,10 +393,12 @@ def tracked_pool_classes() -> dict[str, Any]:
         for name in ("urllib3.connectionpool", "urllib3.util.retry"):
             logging.getLogger(name).addFilter(_RedactInExchange())
 
-        class _HTTPConnection(_Tracking, connection.HTTPConnection):
+        from ._sender import OneWrite
+
+        class _HTTPConnection(OneWrite, _Tracking, connection.HTTPConnection):
             pass
 
-        class _HTTPSConnection(_Tracking, connection.HTTPSConnection):
+        class _HTTPSConnection(OneWrite, _Tracking, connection.HTTPSConnection):
             pass
 
         class _HTTPPool(connectionpool.HTTPConnectionPool):

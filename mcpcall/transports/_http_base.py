@@ -43,7 +43,8 @@ from ..scheduler import get_scheduler
 from ._exchanges import Exchange, Sending, sending, track_session
 from ._lookups import LookupTimeout
 from ._origins import origin, same_origin
-from .base import DEFAULT_MAX_MESSAGE_BYTES, Receiver, Transport
+from ._sender import Sender
+from .base import DEFAULT_MAX_MESSAGE_BYTES, Receiver, Transport, caller_waits, waiting_caller
 
 __all__ = ["CauseSummary", "HTTPBase", "Job", "error_in_body"]
 
@@ -235,10 +236,12 @@ class HTTPBase(Transport):
         self._owner = Owned()
         self._receiver: Receiver | None = None
         self._session: Any = None
+        self._sender: Sender | None = None
         self._lock = threading.Lock()
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._workers: list[threading.Thread] = []
         self._idle = 0
+        self._busy = 0  # exchanges submitted and not yet ended: the workers' (queued too) and the callers' own
         self._exchanges: dict[Any, Exchange] = {}  # request id -> its exchange, from send() until its job ends
         self._active: set[Exchange] = set()  # every exchange under way (requests, notices, acknowledgements)
         self._unresolved: str | None = None  # the host whose lookup the last exchange that ended gave up on
@@ -271,7 +274,7 @@ class HTTPBase(Transport):
         # requests re-reads the environment on every request (proxies, no_proxy, netrc, CA
         # bundle), 100-200 us a call. Every request of a transport goes to one origin, so look
         # once here and turn the per-request lookups off.
-        from requests.utils import get_environ_proxies, get_netrc_auth
+        from requests.utils import get_auth_from_url, get_environ_proxies, get_netrc_auth
 
         for key, value in get_environ_proxies(self.url, no_proxy=self.proxies.get("no_proxy")).items():
             session.proxies.setdefault(key, value)
@@ -281,24 +284,31 @@ class HTTPBase(Transport):
                 session.verify = bundle
         if self.auth is None:
             self.auth = get_netrc_auth(self.url)
+        if self.auth is None and any(get_auth_from_url(self.url)):  # as requests does: user:password@ in the URL
+            self.auth = get_auth_from_url(self.url)
         session.trust_env = False
+        # Each request: the adapter's pool straight, with what requests would resolve per request resolved once.
+        self._sender = Sender(session, self.url)
         return session
 
     def _http(self, method: str, url: str, *, headers: dict[str, str], data: bytes | None = None,
               what: str = "", read_timeout: float | None = None, connect_timeout: float | None = None) -> Any:
         """One HTTP exchange (streamed), following redirects only within the origin of ``self.url``."""
-        session = self._session
-        if session is None:
+        sender = self._sender
+        if self._session is None or sender is None:
             raise ConnectionClosed(f"client for server {self.name!r} is not started")
         what = what or method
         connect = connect_timeout if connect_timeout is not None else self.connect_timeout
         timeout = (connect, read_timeout if read_timeout is not None else self.read_timeout)
         for _ in range(_MAX_REDIRECTS + 1):
             error: MCPError | None = None
+            auth = self.auth
             try:
-                with sending(Sending(self.url, self._log_as)):  # an auth hook's resource is self.url, whatever URL this is
-                    response = session.request(method, url, data=data, headers=headers, auth=self.auth, stream=True,
-                                               timeout=timeout, allow_redirects=False)
+                if auth is None:
+                    response = sender.send(method, url, headers=headers, data=data, timeout=timeout, auth=None)
+                else:
+                    with sending(Sending(self.url, self._log_as)):  # an auth hook's resource is self.url, whatever URL this is
+                        response = sender.send(method, url, headers=headers, data=data, timeout=timeout, auth=auth)
             except Exception as exc:  # noqa: BLE001 - mapped to mcpcall's errors here, in one place
                 error = self.transport_error(exc, what, url, connect_timeout=connect)
             if error is not None:
@@ -467,13 +477,20 @@ class HTTPBase(Transport):
     # -- the worker pool -----------------------------------------------------------
 
     def _submit(self, job: Job) -> None:
+        here = job.request_id is not None and waiting_caller()
         with self._lock:
             if self._closing.is_set():
                 raise ConnectionClosed(f"client for server {self.name!r} is closed")
             if job.request_id is not None:
                 self._exchanges[job.request_id] = job.exchange
             self._active.add(job.exchange)
-            if self._idle > 0:
+            # A caller that blocks on this request runs it itself (no hop to a worker and back), while
+            # fewer than max_workers exchanges run: the pool has a connection for each of them.
+            here = here and self._busy < self.max_workers
+            self._busy += 1
+            if here:
+                pass
+            elif self._idle > 0:
                 self._idle -= 1  # an idle worker will take it
             elif len(self._workers) < self.max_workers:
                 worker = threading.Thread(
@@ -481,7 +498,30 @@ class HTTPBase(Transport):
                 )
                 self._workers.append(worker)
                 worker.start()
-        self._jobs.put(job)
+        if here:
+            self._run_here(job)
+        else:
+            self._jobs.put(job)
+
+    def _run_here(self, job: Job) -> None:
+        """Run ``job`` on the calling thread, as a worker would: its deadline, a cancel and close() abort its exchange."""
+        exchange = job.exchange
+        try:
+            with exchange, caller_waits(False):  # what it sends meanwhile (a next round) nobody blocks on here
+                if not exchange.aborted.is_set():
+                    self._run_job(job)
+        except Exception as exc:  # noqa: BLE001 - whatever happens ends in the Future it concerns
+            if not exchange.aborted.is_set():
+                self._fail(job.request_id, self.transport_error(exc, job.method))
+        except BaseException:  # Ctrl-C on the caller's thread: the request ends here, its sockets with it
+            exchange.abort()
+            raise
+        finally:
+            with self._lock:
+                if self._exchanges.get(job.request_id) is exchange:
+                    del self._exchanges[job.request_id]
+                self._ended_locked(exchange)
+                self._busy -= 1
 
     def _work(self) -> None:
         while True:
@@ -501,6 +541,7 @@ class HTTPBase(Transport):
                         del self._exchanges[job.request_id]
                     self._ended_locked(job.exchange)
                     self._idle += 1
+                    self._busy -= 1
 
     def _run_job(self, job: Job) -> None:
         raise NotImplementedError

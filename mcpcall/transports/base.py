@@ -9,6 +9,7 @@ unreadable arrived, ``on_close`` once when the connection is gone for good.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any, Callable, Protocol
 
 from ..errors import MCPError
@@ -16,10 +17,53 @@ from ..jsonrpc import RequestId
 
 log = logging.getLogger("mcpcall.transport")
 
-__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "Receiver", "Transport"]
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "Receiver", "Transport", "caller_waits", "waiting_caller"]
 
 #: The largest message a transport accepts (a stdio line, an HTTP body, an SSE event) unless told otherwise.
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+_waits = threading.local()
+
+
+class _CallerWaits:
+    """``with caller_waits():`` around sending a request the thread then blocks on, alone (see :func:`caller_waits`)."""
+
+    __slots__ = ("waits",)
+
+    def __init__(self, waits: bool) -> None:
+        self.waits = waits
+
+    def __enter__(self) -> None:
+        stack = getattr(_waits, "stack", None)
+        if stack is None:
+            stack = _waits.stack = []
+        stack.append(self.waits)
+
+    def __exit__(self, *exc: object) -> None:
+        _waits.stack.pop()
+
+
+_WAITS = _CallerWaits(True)
+_DOES_NOT_WAIT = _CallerWaits(False)
+
+
+def caller_waits(waits: bool = True) -> _CallerWaits:
+    """Within: a request this thread sends is one it will block on until it ends, and nothing else waits for it.
+
+    A transport may then run that request's I/O on this thread instead of
+    handing it to a worker (HTTP: no thread hop), as long as its deadline,
+    a cancel and ``close()`` still stop it from other threads.
+    ``caller_waits(False)``: within, not so (again), as for a request sent
+    while such a request is being run.
+    """
+    return _WAITS if waits else _DOES_NOT_WAIT
+
+
+def waiting_caller() -> bool:
+    """True inside :func:`caller_waits` on this thread (the innermost one)."""
+    stack = getattr(_waits, "stack", None)
+    return bool(stack[-1]) if stack else False
 
 
 class Receiver(Protocol):

@@ -1,0 +1,267 @@
+"""One HTTP request of a transport's session, sent with the least per-call work.
+
+``requests.Session.request`` spends most of a small request's CPU on work that
+gives the same answer every time for one transport: merging the environment
+and the session's settings, preparing the URL and the session's headers,
+looking up the adapter, building the pool key and the TLS settings, making a
+cookie jar and a ``Response``. A :class:`Sender` does that work once per URL
+(its *route*: the adapter's urllib3 pool and the request path) and then sends
+each request with that pool's ``urlopen``, as the adapter would, with the same
+headers requests would send.
+
+What stays per request, as with requests:
+
+- An ``auth=`` object sees and may sign every request: it is called on a
+  ``PreparedRequest`` built for that request. When it registers a response
+  hook (OAuth answers a 401 with a new token and sends again), the request
+  goes through ``Session.send``, which runs the hooks and gives them a full
+  ``Response``; otherwise the signed request goes straight to the pool.
+- Header names and values are checked as requests checks them
+  (``InvalidHeader``); a checked pair is remembered.
+- Cookies: a ``Set-Cookie`` goes into the session's jar, and while the jar
+  holds any, requests go through ``Session.send``, which sends them.
+- Every socket is still the tracked pools' (:mod:`._exchanges`): the request's
+  exchange can abort it.
+
+A route is looked up again when its pool was closed (the pool manager let it
+go, or the session closed). Through a proxy, or for a URL on another origin,
+there is no route: ``Session.send`` sends it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from ._origins import same_origin
+
+__all__ = ["LeanResponse", "Sender"]
+
+_MAX_ROUTES = 8
+_MAX_CHECKED_HEADERS = 512
+
+
+class LeanResponse:
+    """What the transports use of a ``requests.Response``, over urllib3's response (``raw``)."""
+
+    __slots__ = ("headers", "raw", "reason", "status_code", "url")
+
+    def __init__(self, raw: Any, url: str) -> None:
+        self.raw = raw
+        self.url = url
+        self.status_code: int = raw.status
+        self.reason: str | None = raw.reason
+        self.headers = raw.headers  # urllib3's HTTPHeaderDict: case-insensitive, as requests' is
+
+    def close(self) -> None:
+        """As ``requests.Response.close``: close the body; a connection whose body was read goes back to the pool."""
+        raw = self.raw
+        raw.close()
+        release = getattr(raw, "release_conn", None)
+        if release is not None:
+            release()
+
+    def __repr__(self) -> str:
+        return f"<LeanResponse [{self.status_code}]>"
+
+
+class Sender:
+    """Sends the requests of one ``requests.Session`` whose requests all go to ``origin_url``'s origin."""
+
+    def __init__(self, session: Any, origin_url: str) -> None:
+        from requests.structures import CaseInsensitiveDict
+
+        self.session = session
+        self.origin_url = origin_url
+        self._routes: dict[str, tuple[Any, str, Any]] = {}  # url -> (pool, path, retries)
+        self._prepared_urls: dict[str, str] = {}  # url -> the URL requests would send (IDNA, quoting)
+        self._timeouts: dict[tuple[float | None, float | None], Any] = {}
+        self._checked: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+        # The session's own headers (User-Agent, Accept-Encoding, ...), under the request's ones.
+        self._base: dict[str, str] = dict(CaseInsensitiveDict(session.headers).items())
+        self._base_keys = {key.lower(): key for key in self._base}
+
+    # -- per transport, once ---------------------------------------------------------
+
+    def _prepared_url(self, url: str) -> str:
+        prepared = self._prepared_urls.get(url)
+        if prepared is None:
+            from requests.models import PreparedRequest
+
+            probe = PreparedRequest()
+            probe.prepare_url(url, None)
+            prepared = str(probe.url)
+            with self._lock:
+                if len(self._prepared_urls) >= _MAX_ROUTES:
+                    self._prepared_urls.clear()
+                self._prepared_urls[url] = prepared
+        return prepared
+
+    def _route(self, url: str) -> tuple[Any, str, Any] | None:
+        """The pool, the path and the retries for ``url``; ``None``: ``Session.send`` must send it."""
+        route = self._routes.get(url)
+        if route is not None and route[0].pool is not None:
+            return route
+        session = self.session
+        from requests.adapters import HTTPAdapter
+        from requests.models import PreparedRequest
+        from requests.utils import select_proxy
+
+        prepared = self._prepared_url(url)
+        if not same_origin(self.origin_url, prepared) or select_proxy(prepared, session.proxies):
+            return None
+        adapter: Any = session.get_adapter(prepared)
+        if not isinstance(adapter, HTTPAdapter):
+            return None
+        probe = PreparedRequest()
+        probe.url = prepared
+        try:
+            pool = adapter.get_connection_with_tls_context(probe, session.verify, proxies=session.proxies, cert=session.cert)
+            adapter.cert_verify(pool, prepared, session.verify, session.cert)  # type: ignore[no-untyped-call]
+        except Exception:  # noqa: BLE001 - Session.send raises it again, mapped as before
+            return None
+        route = (pool, probe.path_url, adapter.max_retries)
+        with self._lock:
+            if len(self._routes) >= _MAX_ROUTES:
+                self._routes.clear()
+            self._routes[url] = route
+        return route
+
+    def _timeout(self, timeout: tuple[float | None, float | None]) -> Any:
+        value = self._timeouts.get(timeout)
+        if value is None:
+            from urllib3.util import Timeout
+
+            value = Timeout(connect=timeout[0], read=timeout[1])  # the pool clones it per request
+            with self._lock:
+                if len(self._timeouts) >= _MAX_ROUTES:
+                    self._timeouts.clear()
+                self._timeouts[timeout] = value
+        return value
+
+    # -- per request -----------------------------------------------------------------
+
+    def _headers(self, method: str, headers: Mapping[str, str], data: bytes | None) -> dict[str, str]:
+        """The session's headers under ``headers``, checked as requests checks them, and Content-Length."""
+        merged = self._base.copy()
+        keys = self._base_keys
+        checked = self._checked
+        for name, value in headers.items():
+            if (name, value) not in checked:
+                from requests.utils import check_header_validity
+
+                check_header_validity((name, value))
+                if len(checked) >= _MAX_CHECKED_HEADERS:
+                    checked.clear()
+                checked.add((name, value))
+            old = keys.get(name.lower())
+            if old is not None and old != name:
+                merged.pop(old, None)
+            merged[name] = value
+        if data is not None:
+            merged["Content-Length"] = str(len(data))
+        elif method not in ("GET", "HEAD"):
+            merged["Content-Length"] = "0"
+        return merged
+
+    def send(self, method: str, url: str, *, headers: Mapping[str, str], data: bytes | None,
+             timeout: tuple[float | None, float | None], auth: Any) -> Any:
+        """One request, streamed, redirects not followed: a :class:`LeanResponse` or a ``requests.Response``."""
+        session = self.session
+        merged = self._headers(method, headers, data)
+        route = self._route(url)
+        no_cookies = not getattr(session.cookies, "_cookies", True)  # the jar's dict: no cookie to send
+        if auth is None and route is not None and no_cookies:
+            return self._urlopen(route, method, url, merged, data, timeout)
+        from requests.cookies import RequestsCookieJar, merge_cookies
+        from requests.models import PreparedRequest
+        from requests.structures import CaseInsensitiveDict
+
+        request: Any = PreparedRequest()
+        request.method = method
+        request.url = self._prepared_url(url)
+        request.headers = CaseInsensitiveDict(merged)
+        request.body = data
+        if no_cookies:
+            request._cookies = RequestsCookieJar()  # where an auth hook keeps the cookies a 401 sets
+        else:
+            request.prepare_cookies(merge_cookies(RequestsCookieJar(), session.cookies))  # type: ignore[no-untyped-call]
+        if auth is not None:
+            if isinstance(auth, tuple) and len(auth) == 2:
+                from requests.auth import HTTPBasicAuth
+
+                auth = HTTPBasicAuth(*auth)
+            signed = auth(request)  # as PreparedRequest.prepare_auth does
+            if signed is not request:
+                request.__dict__.update(signed.__dict__)
+            if request.body is not data:
+                request.prepare_content_length(request.body)
+            if route is not None and no_cookies and not request.hooks["response"] and request.url == self._prepared_url(url):
+                return self._urlopen(route, method, url, request.headers, request.body, timeout)
+        return session.send(request, stream=True, timeout=timeout, allow_redirects=False, verify=session.verify,
+                            cert=session.cert, proxies=session.proxies)
+
+    def _urlopen(self, route: tuple[Any, str, Any], method: str, url: str, headers: Mapping[str, str],
+                 body: Any, timeout: tuple[float | None, float | None]) -> LeanResponse:
+        pool, path, retries = route
+        raw = pool.urlopen(method=method, url=path, body=body, headers=headers, redirect=False, assert_same_host=False,
+                           preload_content=False, decode_content=False, retries=retries, timeout=self._timeout(timeout),
+                           chunked=False)
+        if "set-cookie" in raw.headers:
+            self._keep_cookies(url, headers, raw)
+        return LeanResponse(raw, url)
+
+    def _keep_cookies(self, url: str, headers: Mapping[str, str], raw: Any) -> None:
+        """What ``Session.send`` does with a response's cookies: into the session's jar."""
+        from requests.cookies import extract_cookies_to_jar
+        from requests.models import PreparedRequest
+        from requests.structures import CaseInsensitiveDict
+
+        request: Any = PreparedRequest()
+        request.url = self._prepared_url(url)
+        request.headers = CaseInsensitiveDict(headers)
+        extract_cookies_to_jar(self.session.cookies, request, raw)  # type: ignore[no-untyped-call]
+
+
+#: Bodies up to this size go out in one write with the request's headers.
+ONE_WRITE_LIMIT = 64 * 1024
+
+
+class OneWrite:
+    """Mixed into urllib3's connection classes: a small body goes out in the same write as the headers.
+
+    ``http.client`` writes the header block and then the body: two system calls
+    on our side, and on the server's a wake-up for a request it cannot answer
+    yet. Here the header block is held back until the body comes, then both are
+    written at once. Anything else (no body, a big or streamed one, a proxy's
+    CONNECT) is written as before.
+    """
+
+    _mcpcall_merge = False
+    _mcpcall_held: bytes | None = None
+
+    def request(self, method: str, url: str, body: Any = None, headers: Any = None, **kwargs: Any) -> None:
+        self._mcpcall_merge = isinstance(body, bytes) and 0 < len(body) <= ONE_WRITE_LIMIT and not kwargs.get("chunked")
+        try:
+            super().request(method, url, body=body, headers=headers, **kwargs)  # type: ignore[misc]
+            held = self._mcpcall_held
+            if held is not None:  # no body came after all
+                self._mcpcall_held = None
+                self._mcpcall_merge = False
+                super().send(held)  # type: ignore[misc]
+        finally:
+            self._mcpcall_merge = False
+            self._mcpcall_held = None
+
+    def send(self, data: Any) -> None:
+        if self._mcpcall_merge and isinstance(data, bytes):
+            held = self._mcpcall_held
+            if held is None:
+                self._mcpcall_held = data  # the header block: it goes out with the body
+                return
+            self._mcpcall_held = None
+            self._mcpcall_merge = False
+            data = held + data
+        super().send(data)  # type: ignore[misc]

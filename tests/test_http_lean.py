@@ -1,0 +1,246 @@
+"""The lean per-request path of the HTTP transports (mcpcall/transports/_sender.py).
+
+Requests go straight to the adapter's urllib3 pool, with what requests resolves
+per request resolved once per transport; these tests check that this path is
+the one taken, and that what requests did per request still happens: auth
+objects see every request (and their response hooks still run), cookies go
+out again, URL credentials are sent.
+"""
+
+from __future__ import annotations
+
+import base64
+import gc
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+
+import mcpcall
+from tests.servers.http_fault_server import FaultServer, Reply
+
+
+@pytest.fixture
+def server() -> Iterator[FaultServer]:
+    s = FaultServer().start()
+    try:
+        yield s
+    finally:
+        gc.collect()
+        s.stop()
+
+
+def connect(url: str, **options: Any) -> mcpcall.Client:
+    options.setdefault("name", "lean")
+    options.setdefault("timeout", 10)
+    return mcpcall.connect(url, **options)
+
+
+def calls_of(server: FaultServer, tool: str) -> list[Any]:
+    return [s for s in server.requests("tools/call") if s.body["params"]["name"] == tool]
+
+
+def _no_session_send(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    used: list[str] = []
+    original = requests.Session.send
+
+    def send(self: requests.Session, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
+        used.append(str(request.method))
+        return original(self, request, **kwargs)
+
+    monkeypatch.setattr(requests.Session, "send", send)
+    return used
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "modern"])
+@pytest.mark.parametrize("reply", ["json", "sse"])
+def test_calls_skip_requests_per_request_machinery(server: FaultServer, monkeypatch: pytest.MonkeyPatch,
+                                                   protocol: str, reply: str) -> None:
+    server.reply = reply
+    used = _no_session_send(monkeypatch)
+    with connect(server.url, protocol=protocol) as client:
+        assert client.call_tool("echo", {"message": "hi"}).text == "hi"
+    assert used == []  # every request (initialize, calls, DELETE) went to the pool directly
+
+
+def test_sse_transport_posts_skip_requests_per_request_machinery(server: FaultServer,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    server.modern = False
+    used = _no_session_send(monkeypatch)
+    with connect(server.origin + "/sse", transport="sse") as client:
+        assert client.call_tool("echo", {"message": "hi"}).text == "hi"
+    assert used == []
+
+
+class CountingAuth(requests.auth.AuthBase):
+    """Signs each request with its own number; optionally registers a response hook."""
+
+    def __init__(self, hook: bool) -> None:
+        self.signed = 0
+        self.hook = hook
+        self.hooked: list[type] = []
+
+    def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
+        self.signed += 1
+        r.headers["X-Proof"] = f"proof-{self.signed}"
+        if self.hook:
+            r.register_hook("response", self._on_response)  # type: ignore[no-untyped-call]
+        return r
+
+    def _on_response(self, response: requests.Response, **kwargs: Any) -> requests.Response:
+        self.hooked.append(type(response))
+        return response
+
+
+@pytest.mark.parametrize("hook", [False, True])
+def test_auth_object_signs_every_request(server: FaultServer, hook: bool) -> None:
+    auth = CountingAuth(hook)
+    with connect(server.url, protocol="legacy", auth=auth) as client:
+        for i in range(3):
+            assert client.call_tool("echo", {"message": str(i)}).text == str(i)
+    proofs = [s.headers.get("x-proof") for s in server.seen]
+    assert proofs == [f"proof-{n}" for n in range(1, len(server.seen) + 1)], proofs  # a fresh proof on each one
+    assert auth.signed == len(server.seen)
+    if hook:
+        assert auth.hooked and all(kind is requests.Response for kind in auth.hooked)
+        assert len(auth.hooked) == len(server.seen)
+
+
+def test_cookies_set_by_the_server_are_sent_back(server: FaultServer) -> None:
+    """A load balancer's sticky-session cookie goes out on the requests after it was set, as with requests."""
+    server.fail["stick"] = Reply(200, lambda m: json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {
+        "content": [{"type": "text", "text": "stuck"}]}}).encode(), "application/json",
+        {"Set-Cookie": "lb=node7; Path=/"})
+    with connect(server.url, protocol="legacy") as client:
+        assert client.call_tool("stick", {}).text == "stuck"
+        assert client.call_tool("echo", {"message": "again"}).text == "again"
+    calls = server.requests("tools/call")
+    assert "cookie" not in calls[0].headers
+    assert calls[1].headers.get("cookie") == "lb=node7"
+
+
+def test_credentials_in_the_url_are_sent(server: FaultServer) -> None:
+    url = server.url.replace("http://", "http://ann:s3cret@")
+    with connect(url, protocol="legacy") as client:
+        assert client.call_tool("echo", {"message": "hi"}).text == "hi"
+    expected = "Basic " + base64.b64encode(b"ann:s3cret").decode()
+    assert server.seen and all(s.headers.get("authorization") == expected for s in server.seen)
+
+
+
+# -- a blocking call runs its exchange on the caller's thread ------------------------------------
+
+
+class ThreadAuth(requests.auth.AuthBase):
+    """Records the thread each request is signed on (an auth hook runs where the request is sent)."""
+
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
+    def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
+        self.threads.append(threading.current_thread().name)
+        return r
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "modern"])
+def test_a_blocking_call_runs_on_the_callers_thread(server: FaultServer, protocol: str) -> None:
+    auth = ThreadAuth()
+    with connect(server.url, protocol=protocol, auth=auth) as client:
+        client.list_tools()
+        auth.threads.clear()
+        assert client.call_tool("echo", {"message": "here"}).text == "here"
+        assert auth.threads == [threading.current_thread().name]
+        auth.threads.clear()
+        assert client.call_tool_future("echo", {"message": "there"}).result(10).text == "there"
+        assert len(auth.threads) == 1 and auth.threads[0].startswith("mcpcall-http-")  # nobody blocks: a worker
+
+
+def test_close_ends_a_blocking_call_running_on_its_thread(server: FaultServer) -> None:
+    server.stall.add("stuck")
+    client = connect(server.url, protocol="legacy", timeout=30)
+    outcome: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            client.call_tool("stuck", {})
+        except BaseException as exc:  # noqa: BLE001 - looked at below
+            outcome.append(exc)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    try:
+        assert server.wait_for(lambda: bool(calls_of(server, "stuck")))
+        started = time.monotonic()
+        client.close()
+        caller.join(5)
+        assert not caller.is_alive()
+        assert time.monotonic() - started < 3
+        assert len(outcome) == 1 and isinstance(outcome[0], mcpcall.ConnectionClosed), outcome
+    finally:
+        server.release.set()
+        client.close()
+        caller.join(5)
+
+
+def test_timeout_ends_a_blocking_call_running_on_its_thread(server: FaultServer) -> None:
+    server.stall.add("stuck")
+    with connect(server.url, protocol="legacy") as client:
+        started = time.monotonic()
+        with pytest.raises(mcpcall.RequestTimeout):
+            client.call_tool("stuck", {}, timeout=0.5)
+        assert time.monotonic() - started < 0.5 + 1.5
+        assert client.call_tool("echo", {"message": "after"}).text == "after"
+    server.release.set()
+
+
+def test_many_blocking_callers_stay_within_the_pool(server: FaultServer, caplog: pytest.LogCaptureFixture) -> None:
+    """More blocking callers than max_workers: the rest go to the workers; no connection is opened past the pool."""
+    server.reply = "sse"
+    with connect(server.url, protocol="legacy", max_workers=2) as client:
+        results: list[str] = []
+
+        def call(i: int) -> None:
+            for j in range(5):
+                results.append(client.call_tool("echo", {"message": f"{i}-{j}"}).text)
+
+        callers = [threading.Thread(target=call, args=(i,)) for i in range(6)]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join(30)
+        assert sorted(results) == sorted(f"{i}-{j}" for i in range(6) for j in range(5))
+    assert not [r for r in caplog.records if "pool is full" in r.getMessage()]  # urllib3: one connection too many
+
+
+# -- one write per small request -----------------------------------------------------------------
+
+
+class RecordingSocket:
+    """Stands in for a connected socket: records each write."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def settimeout(self, timeout: Any) -> None:
+        pass
+
+    def sendall(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+
+
+@pytest.mark.parametrize("body", [b'{"jsonrpc": "2.0"}', None, b"x" * (100 * 1024)])
+def test_a_small_body_goes_out_with_the_headers_in_one_write(body: bytes | None) -> None:
+    from mcpcall.transports._exchanges import tracked_pool_classes
+
+    connection = tracked_pool_classes()["http"].ConnectionCls("127.0.0.1", 9)
+    sock = RecordingSocket()
+    connection.sock = sock
+    connection.request("POST", "/mcp", body=body, headers={"Content-Type": "application/json"})
+    sent = b"".join(sock.writes)
+    assert sent.startswith(b"POST /mcp HTTP/1.1\r\n") and sent.endswith(b"\r\n\r\n" + (body or b""))
+    assert len(sock.writes) == (1 if body is None or len(body) <= 64 * 1024 else 2)
+    connection.sock = None
