@@ -16,7 +16,8 @@ form of each item (linear, where jsonschema's is quadratic for objects);
 ``format`` stays an annotation (no format checker is passed), and the meta-schema's
 ``regex`` format only asks whether a pattern compiles. What cannot be checked
 at a bounded cost is skipped, with one log record per schema: a skipped check
-never makes a value invalid. A schema nested deeper than :data:`MAX_DEPTH` is not used.
+never makes a value invalid. A schema nested deeper than :data:`MAX_DEPTH`, or whose patterns total more
+than :data:`MAX_PATTERN_TOTAL` characters (compiling them would cost without bound), is not used.
 
 The whole check of one value shares one budget, :data:`MAX_CHECK_STEPS`: each
 keyword applied (a ``$ref`` followed, an ``anyOf`` branch tried), each
@@ -42,12 +43,15 @@ from typing import Any, Callable
 
 from .errors import ProtocolError, SchemaValidationError
 
-__all__ = ["MAX_DEPTH", "Check", "deeper_than", "input_check", "output_check", "schema_check"]
+__all__ = ["MAX_DEPTH", "MAX_PATTERN_TOTAL", "Check", "deeper_than", "input_check", "output_check", "schema_check"]
 
 log = logging.getLogger("mcpcall.schema")
 
 #: How deeply a tool definition (and so each of its schemas) may nest: dicts and lists, counted from the tool's own dict.
 MAX_DEPTH = 64
+#: How many characters of patterns one schema may hold (``pattern`` values, ``patternProperties`` keys): each is
+#: compiled to check the schema and to apply it, a cost that grows with their total, so a schema over it is not used.
+MAX_PATTERN_TOTAL = 64 * 1024
 _MAX_VALIDATORS = 512
 _validators: OrderedDict[str, Any] = OrderedDict()  # canonical schema JSON -> validator, or why it is invalid
 _lock = threading.Lock()
@@ -370,6 +374,25 @@ def _safe_class(base: Any, *, unevaluated: bool = True) -> Any:
     return cls
 
 
+def _pattern_total(schema: Any) -> int:
+    """The characters of every ``pattern`` value and ``patternProperties`` key in ``schema`` (iterative)."""
+    total = 0
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            pattern = node.get("pattern")
+            if isinstance(pattern, str):
+                total += len(pattern)
+            keyed = node.get("patternProperties")
+            if isinstance(keyed, dict):
+                total += sum(len(key) for key in keyed if isinstance(key, str))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return total
+
+
 def _scan(schema: Any) -> tuple[list[str], bool]:
     """The patterns of ``schema`` that are never applied (and why), and whether it has patternProperties."""
     from .patterns import status
@@ -519,6 +542,9 @@ def _compiled(schema: dict[str, Any]) -> _Compiled | str:
     """
     if deeper_than(schema, MAX_DEPTH):
         return f"nested deeper than {MAX_DEPTH} levels"
+    total = _pattern_total(schema)
+    if total > MAX_PATTERN_TOTAL:
+        return f"its patterns total {total} characters, more than {MAX_PATTERN_TOTAL} can be compiled at a bounded cost"
     try:
         key = json.dumps(schema, sort_keys=True, separators=(",", ":"))
     except (TypeError, ValueError):

@@ -417,3 +417,27 @@ def test_long_patterns_are_not_compiled_to_check_a_schema_against_its_meta_schem
         print(output_check({"type": "object", "properties": props}, tool="t", server="s") is not None)
     """, "fallback", timeout=20)
     assert out.split() == ["True"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_schema_whose_patterns_total_too_much_is_not_used(engine: str) -> None:
+    # Compiling a schema's patterns (to check it against its meta-schema, then to apply it) costs time in their total:
+    # 2000 patternProperties of 245 characters took 5.4 s (RE2: up to 3.5 s) on the thread listing the tools, past its
+    # deadline, and a 64 MB listing could hold a thousand times that. Over MAX_PATTERN_TOTAL the schema is not used.
+    out = run_isolated("""
+        import logging, sys, time
+        logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stdout)
+        from mcpcall.schema import MAX_PATTERN_TOTAL, output_check
+        pp = {f"^k{i}_" + "[a-z]x" * 40 + "$": {"type": "integer"} for i in range(2000)}
+        started = time.monotonic()
+        print(output_check({"type": "object", "patternProperties": pp}, tool="t", server="s"), time.monotonic() - started < 2)
+        ok = {"type": "object", "properties": {"id": {"type": "string", "pattern": "^[a-z]{3}$"}}}
+        check = output_check(ok, tool="u", server="s")
+        check({"id": "abc"})
+        try:
+            check({"id": "abcd"})
+        except Exception as exc:
+            print(type(exc).__name__)
+    """, engine, timeout=30)
+    assert "None True" in out and "SchemaValidationError" in out, out
+    assert "server 's': tool 't' has an invalid outputSchema (its patterns total" in out, out
