@@ -42,6 +42,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+# Its neighbours, even where the script's folder is not put on sys.path (PYTHONSAFEPATH=1, as make test runs).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 import bench_http
 import bench_stdio
 from common import ARGS, MODES, Worker, pin_and_announce, serve_async, thread_worker
