@@ -173,3 +173,51 @@ def test_a_future_waited_elsewhere_is_answered_after_callers_read_for_themselves
         done, _ = concurrent.futures.wait([future], timeout=5)  # no result(): nothing tells the reader
         assert done and future.result().text == "f"
         assert client.call_tool_future("echo", {"message": "g"}).result(timeout=5).text == "g"
+
+
+_CTRL_C = r"""
+import os, signal, sys, threading, time
+sys.path.insert(0, os.getcwd())
+import mcpcall
+from tests.conftest import fault_argv
+
+client = mcpcall.connect(fault_argv("hang"), protocol="legacy")
+transport = client.transport
+led = []
+read_for = transport.read_for
+def traced(future, deadline):
+    led.append(None)
+    led[-1] = read_for(future, deadline)
+    return led[-1]
+transport.read_for = traced
+client.list_tools()
+for _ in range(300):  # until a ping read its own answer: the reader is parked for the call that follows
+    client.ping(timeout=10)
+    if led[-1:] == [True]:
+        break
+del led[:]
+sent = []
+send = transport.send
+def traced_send(message, **kw):
+    sent.append(message.get("method"))
+    return send(message, **kw)
+transport.send = traced_send
+threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+try:
+    client.call_tool("echo", {"message": "x"}, timeout=30)
+    print("no interrupt")
+except KeyboardInterrupt:
+    pass
+print("led", led, "pending", client._caller.connection.dispatcher.in_flight(),
+      "cancelled", "notifications/cancelled" in sent, flush=True)
+client.close()
+"""
+
+
+def test_ctrl_c_reaches_a_caller_reading_for_itself() -> None:
+    # Ctrl-C while the caller reads its answer: the request ends (pending no more) and the server is told.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _CTRL_C], check=False, capture_output=True, text=True, timeout=45)
+    assert done.stdout.strip().splitlines()[-1:] == ["led [None] pending 0 cancelled True"], (done.stdout, done.stderr[-2000:])
