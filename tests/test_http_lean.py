@@ -308,3 +308,36 @@ def test_an_elicitation_handler_that_calls_a_tool_over_http(server: FaultServer,
         assert client.call_tool("ask", {}).text == ANSWERED
         assert nested == ["inside"]
         assert len(auth.threads) == 2 and not [name for name in auth.threads if "callback" in name], auth.threads
+
+
+_CTRL_C = r"""
+import os, signal, sys, threading
+sys.path.insert(0, os.getcwd())
+import mcpcall
+from tests.servers.http_fault_server import FaultServer
+
+server = FaultServer().start()
+server.stall.add("stuck")
+client = mcpcall.connect(server.url, name="lean", protocol="legacy", timeout=10)
+client.list_tools()
+threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+try:
+    client.call_tool("stuck", {}, timeout=30)
+    print("no interrupt")
+except KeyboardInterrupt:
+    pass
+told = server.wait_for(lambda: any(s.method == "notifications/cancelled" for s in server.seen), 5)
+print("pending", client._caller.connection.dispatcher.in_flight(), "told", told, flush=True)
+client.close()
+server.release.set()
+server.stop()
+"""
+
+
+def test_ctrl_c_during_a_call_running_on_the_callers_thread_tells_the_server() -> None:
+    # Ctrl-C while the caller runs its own exchange: the request ends, and the server is told (as when it waits).
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _CTRL_C], check=False, capture_output=True, text=True, timeout=45)
+    assert done.stdout.strip().splitlines()[-1:] == ["pending 0 told True"], (done.stdout, done.stderr[-2000:])
