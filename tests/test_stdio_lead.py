@@ -25,11 +25,11 @@ def _watch(client: mcpcall.Client) -> list[str]:
     """The names of the threads that read each line of stdout from now on; leading noted as 'lead'."""
     transport: Any = client.transport
     seen: list[str] = []
-    line, read_for = transport._line, transport.read_for
+    handle, read_for = transport._message, transport.read_for
 
-    def traced_line(text: bytes, receiver: Any) -> None:
+    def traced_message(message: Any, head: bytes, receiver: Any) -> None:
         seen.append(threading.current_thread().name)
-        line(text, receiver)
+        handle(message, head, receiver)
 
     def traced_read_for(future: Any, deadline: float) -> bool:
         led = read_for(future, deadline)
@@ -37,7 +37,7 @@ def _watch(client: mcpcall.Client) -> list[str]:
             seen.append("lead")
         return bool(led)
 
-    transport._line = traced_line
+    transport._message = traced_message
     transport.read_for = traced_read_for
     return seen
 
@@ -221,3 +221,62 @@ def test_ctrl_c_reaches_a_caller_reading_for_itself() -> None:
 
     done = subprocess.run([sys.executable, "-c", _CTRL_C], check=False, capture_output=True, text=True, timeout=45)
     assert done.stdout.strip().splitlines()[-1:] == ["led [None] pending 0 cancelled True"], (done.stdout, done.stderr[-2000:])
+
+
+_INTERRUPTED_LEADER = r"""
+import os, sys, threading, time
+sys.path.insert(0, os.getcwd())
+import mcpcall
+from tests.conftest import fault_argv
+
+client = mcpcall.connect(fault_argv("hang"), protocol="legacy")
+transport = client.transport
+client.list_tools()
+led = []
+read_for = transport.read_for
+def traced(future, deadline):
+    led.append(None)
+    led[-1] = read_for(future, deadline)
+    return led[-1]
+transport.read_for = traced
+for _ in range(300):  # until a ping read its own answer: the reader is parked for the call that follows
+    client.ping(timeout=10)
+    if led[-1:] == [True]:
+        break
+del led[:]
+dispatcher = transport._receiver
+on_message = dispatcher.on_message
+def interrupted(message):  # a Ctrl-C that lands while the main thread handles another thread's answer
+    if threading.current_thread() is threading.main_thread() and message.get("result") == {}:
+        raise KeyboardInterrupt
+    return on_message(message)
+dispatcher.on_message = interrupted
+other = []
+def ping():
+    time.sleep(0.3)
+    try:
+        client.ping(timeout=3)
+        other.append("answered")
+    except Exception as exc:
+        other.append(type(exc).__name__)
+thread = threading.Thread(target=ping)
+thread.start()
+try:
+    client.call_tool("echo", {"message": "x"}, timeout=2)
+except (KeyboardInterrupt, mcpcall.RequestTimeout):
+    pass
+thread.join()
+print("led", led[:1], "other", other, flush=True)
+client.close()
+"""
+
+
+def test_a_caller_reading_for_itself_leaves_other_answers_to_the_reader() -> None:
+    # The caller's thread may be the main one, where a Ctrl-C lands anywhere: another thread's answer it
+    # read was lost when the interrupt came while it handled it (that thread waited out its timeout).
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _INTERRUPTED_LEADER], check=False, capture_output=True, text=True,
+                          timeout=45)
+    assert done.stdout.strip().splitlines()[-1:] == ["led [True] other ['answered']"], (done.stdout, done.stderr[-2000:])

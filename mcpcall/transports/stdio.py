@@ -436,7 +436,6 @@ class StdioTransport(Transport):
             if self._pidfd >= 0:
                 poller.register(self._pidfd, select.POLLIN)
         limit = self.max_message_bytes
-        line = self._line
         while future._state == "PENDING":  # done(), without its lock: a stale read costs one more slice
             left = deadline - time.monotonic()
             if left <= 0:
@@ -461,14 +460,33 @@ class StdioTransport(Transport):
                 return True
             lines = chunk.split(b"\n")
             lines.pop()  # empty: the chunk ends with a newline
+            # Only the caller's own answer is handled here; from the first other line on, the rest is the
+            # reader's. This thread may be the main one, where a Ctrl-C lands between any two steps: handling
+            # another waiter's answer, a notification or a server request half-way would lose it (its Future
+            # never finished), while a half-handled answer of this call ends with the call (it is cancelled).
+            own = getattr(future, "request_id", None)
             done = 0
+            handling = False
             try:
                 for text in lines:
-                    line(text, receiver)  # handles whatever a line holds; only an interrupt (Ctrl-C) escapes
+                    if not text or text.isspace():
+                        done += 1
+                        continue
+                    try:
+                        message = jsonrpc.decode(text)
+                    except ProtocolError:
+                        message = None
+                    if message.__class__ is not dict or message.get("id") != own or "method" in message:
+                        self._handover = b"\n".join(lines[done:]) + b"\n"
+                        return True
+                    handling = True
+                    self._message(message, text, receiver)  # handles whatever it holds; only an interrupt escapes
+                    handling = False
                     done += 1
             except BaseException:
-                if done + 1 < len(lines):  # the lines after the interrupted one are the reader's, not lost
-                    self._handover = b"\n".join(lines[done + 1:]) + b"\n"
+                rest = lines[done + 1:] if handling else lines[done:]  # an interrupted decode changed nothing
+                if rest:
+                    self._handover = b"\n".join(rest) + b"\n"
                 raise
         return False
 
@@ -586,6 +604,10 @@ class StdioTransport(Transport):
             else:
                 self._skip(head, "is not JSON")
             return
+        self._message(message, head, receiver)
+
+    def _message(self, message: Any, head: bytes, receiver: Receiver) -> None:
+        """A decoded line from stdout (``head``: its first bytes, for what messages quote); nothing may end the read loop."""
         try:
             if isinstance(message, dict):
                 if message.get("jsonrpc") == "2.0":
