@@ -280,3 +280,59 @@ def test_a_caller_reading_for_itself_leaves_other_answers_to_the_reader() -> Non
     done = subprocess.run([sys.executable, "-c", _INTERRUPTED_LEADER], check=False, capture_output=True, text=True,
                           timeout=45)
     assert done.stdout.strip().splitlines()[-1:] == ["led [True] other ['answered']"], (done.stdout, done.stderr[-2000:])
+
+
+_FORK = r"""
+import os, sys, threading, time
+sys.path.insert(0, os.getcwd())
+import concurrent.futures
+import mcpcall
+from tests.conftest import fault_argv
+
+client = mcpcall.connect(fault_argv("hang"), protocol="legacy")
+future = client.call_tool_future("echo", {"message": "x"}, timeout=30)
+transport = client.transport
+held, release = threading.Event(), threading.Event()
+def hold():  # the parent's reader (or a caller) holds the park lock at the moment of the fork
+    with transport._park_lock:
+        transport._parked = True
+        held.set()
+        release.wait()
+holder = threading.Thread(target=hold)
+holder.start()
+held.wait()
+pid = os.fork()
+if pid == 0:
+    started = time.monotonic()
+    try:
+        future.result(1)
+        outcome = "result"
+    except concurrent.futures.TimeoutError:
+        outcome = "timeout"
+    except BaseException as exc:
+        outcome = type(exc).__name__
+    os.write(1, f"child {outcome} {time.monotonic() - started < 3}\n".encode())
+    os._exit(0)
+deadline = time.monotonic() + 8
+while time.monotonic() < deadline and os.waitpid(pid, os.WNOHANG) == (0, 0):
+    time.sleep(0.05)
+else:
+    if time.monotonic() >= deadline:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        print("child hung", flush=True)
+release.set()
+holder.join()
+transport._parked = False
+client.close()
+"""
+
+
+def test_a_forked_child_waiting_on_an_inherited_future_is_bounded_by_its_timeout() -> None:
+    # The park lock, held by a parent's thread at the fork, stays held in the child forever: a wait there
+    # took it with no bound (reading()), past the caller's timeout.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _FORK], check=False, capture_output=True, text=True, timeout=45)
+    assert done.stdout.strip().splitlines()[:1] == ["child timeout True"], (done.stdout, done.stderr[-2000:])

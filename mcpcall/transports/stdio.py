@@ -879,6 +879,11 @@ class StdioTransport(Transport):
         """In a forked child: drop our copies of the parent's pipes; touch nothing else."""
         self._closed = self._closing = True
         self._stdin_fd = -1
+        # The park lock may have been held by one of the parent's threads at the fork (held for ever here):
+        # a wait on an inherited Future asks reading(), which must not take it.
+        self._parked = False
+        self._park_lock = threading.Lock()
+        self._park_cond = threading.Condition(self._park_lock)
         proc = self.process
         for stream in (proc.stdin, proc.stdout, proc.stderr) if proc is not None else ():
             raw = getattr(stream, "raw", None)
