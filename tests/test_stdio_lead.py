@@ -336,3 +336,66 @@ def test_a_forked_child_waiting_on_an_inherited_future_is_bounded_by_its_timeout
 
     done = subprocess.run([sys.executable, "-c", _FORK], check=False, capture_output=True, text=True, timeout=45)
     assert done.stdout.strip().splitlines()[:1] == ["child timeout True"], (done.stdout, done.stderr[-2000:])
+
+
+_INTERRUPTED_START = r"""
+import os, sys, threading, time
+sys.path.insert(0, os.getcwd())
+import mcpcall
+from tests.conftest import demo_argv
+
+client = mcpcall.connect(demo_argv(), protocol="legacy")
+transport = client.transport
+led = []
+read_for = transport.read_for
+def traced(future, deadline):
+    led.append(None)
+    led[-1] = read_for(future, deadline)
+    return led[-1]
+transport.read_for = traced
+for _ in range(300):  # until a ping read its own answer: the reader is parked for the call that follows
+    client.ping(timeout=10)
+    if led[-1:] == [True]:
+        break
+real = transport._park_lock
+class Interrupting:  # a Ctrl-C that lands just as the caller, now the one reading, lets go of the park lock
+    armed = True
+    def __enter__(self):
+        real.acquire()
+    def __exit__(self, *exc):
+        real.release()
+        if Interrupting.armed and threading.current_thread() is threading.main_thread():
+            Interrupting.armed = False
+            raise KeyboardInterrupt
+    def acquire(self, *a):
+        return real.acquire(*a)
+    def release(self):
+        real.release()
+transport._park_lock = Interrupting()
+try:
+    client.ping(timeout=10)
+    print("no interrupt")
+except KeyboardInterrupt:
+    pass
+transport._park_lock = real
+try:
+    client.ping(timeout=3)
+    after = "answered"
+except Exception as exc:
+    after = type(exc).__name__
+started = time.monotonic()
+client.close()
+print("interrupted", not Interrupting.armed, "after", after, "closed", time.monotonic() - started < 2, flush=True)
+"""
+
+
+def test_a_ctrl_c_as_a_caller_starts_reading_for_itself_leaves_the_reader_reading() -> None:
+    # Interrupted after it took the lead but before the block that gives it back: the reader stayed parked
+    # for good (every later call waited out its timeout, close() found the reader stuck).
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _INTERRUPTED_START], check=False, capture_output=True, text=True,
+                          timeout=45)
+    assert done.stdout.strip().splitlines()[-1:] == ["interrupted True after answered closed True"], (
+        done.stdout, done.stderr[-2000:])

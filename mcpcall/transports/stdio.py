@@ -403,22 +403,26 @@ class StdioTransport(Transport):
 
     def read_for(self, future: Any, deadline: float) -> bool:
         lock = self._park_lock
-        with lock:
-            if not self._parked or self._leader is not None or self._handover is not None or self._closing \
-                    or self._no_lead or self._gone is not None:
-                self._want_lead = True  # the reader parks after the line it reads now, for the next call
-                return False
-            self._leader = threading.get_ident()
+        me = threading.get_ident()
         resume = True
         try:
+            with lock:
+                if not self._parked or self._leader is not None or self._handover is not None or self._closing \
+                        or self._no_lead or self._gone is not None:
+                    self._want_lead = True  # the reader parks after the line it reads now, for the next call
+                    return False
+                self._leader = me
             resume = self._lead(future, deadline)
         finally:
-            with lock:
-                self._leader = None
-                self._last_lead = time.monotonic()
-                if resume or self._handover is not None or self._closing:
-                    self._resume = True
-                    self._park_cond.notify_all()
+            # Whatever ended it, a Ctrl-C too (even one that lands as the lead is taken): the reader never
+            # stays parked behind a caller that left.
+            if self._leader == me:
+                with lock:
+                    self._leader = None
+                    self._last_lead = time.monotonic()
+                    if resume or self._handover is not None or self._closing:
+                        self._resume = True
+                        self._park_cond.notify_all()
         return True
 
     def _lead(self, future: Any, deadline: float) -> bool:
