@@ -368,8 +368,13 @@ class Dispatcher:
         try:
             self.transport.send(message)
         except BaseException as exc:  # noqa: BLE001 - the caller sees it through the Future
-            if self._pop(rid) is not None:
+            popped = self._pop(rid)
+            if popped is not None:
                 future.fail(self._send_error(exc, method))
+                if not isinstance(exc, Exception):
+                    # Ctrl-C while the caller ran the request's exchange itself (HTTP, caller_waits): it may
+                    # have reached the server, which is told, as a Ctrl-C while waiting tells it.
+                    self._transport_cancel(popped, "interrupted by the caller")
         return future
 
     def _send_error(self, exc: BaseException, method: str) -> BaseException:

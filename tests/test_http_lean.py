@@ -244,3 +244,100 @@ def test_a_small_body_goes_out_with_the_headers_in_one_write(body: bytes | None)
     assert sent.startswith(b"POST /mcp HTTP/1.1\r\n") and sent.endswith(b"\r\n\r\n" + (body or b""))
     assert len(sock.writes) == (1 if body is None or len(body) <= 64 * 1024 else 2)
     connection.sock = None
+
+
+ANSWERED = '{"action": "accept", "content": {"ok": true}}'
+
+
+class CallThreads:
+    """An auth object that notes the thread each tools/call goes out from."""
+
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
+    def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
+        body = r.body if isinstance(r.body, bytes) else str(r.body or "").encode()
+        if b'"tools/call"' in body:
+            self.threads.append(threading.current_thread().name)
+        return r
+
+
+def _accept(params: Any) -> dict[str, Any]:
+    return {"action": "accept", "content": {"ok": True}}
+
+
+@pytest.mark.parametrize("protocol", ["legacy"])  # the modern era has no server requests inside a reply
+def test_a_blocking_call_from_a_callback_does_not_run_its_exchange_on_the_callbacks_thread(
+        server: FaultServer, protocol: str) -> None:
+    # A done-callback (on the callbacks thread) calls call_tool on the same HTTP client; the reply is an SSE
+    # stream that asks the client (elicitation) and waits for its answer. Run on the callbacks thread, the
+    # exchange would hold that thread while the stream waits for a handler only that thread runs.
+    auth = CallThreads()
+    outcome: list[Any] = []
+    done = threading.Event()
+    with connect(server.url, protocol=protocol, auth=auth, elicitation=_accept, timeout=5) as client:
+        client.list_tools()
+
+        def then(_: Any) -> None:
+            try:
+                outcome.append(client.call_tool("ask", {}).text)
+            except BaseException as exc:  # noqa: BLE001 - looked at below
+                outcome.append(exc)
+            finally:
+                done.set()
+
+        client.call_tool_future("echo", {"message": "first"}).add_done_callback(then)
+        assert done.wait(15)
+        assert outcome == [ANSWERED], outcome
+        assert len(auth.threads) == 2 and not [name for name in auth.threads if "callback" in name], auth.threads
+
+
+@pytest.mark.parametrize("protocol", ["legacy"])
+def test_an_elicitation_handler_that_calls_a_tool_over_http(server: FaultServer, protocol: str) -> None:
+    # The handler (on the callbacks thread) calls the same client while the server's SSE reply waits for it.
+    auth = CallThreads()
+    nested: list[Any] = []
+    holder: list[mcpcall.Client] = []
+
+    def handler(params: Any) -> dict[str, Any]:
+        nested.append(holder[0].call_tool("echo", {"message": "inside"}).text)
+        return _accept(params)
+
+    with connect(server.url, protocol=protocol, auth=auth, elicitation=handler, timeout=5) as client:
+        holder.append(client)
+        assert client.call_tool("ask", {}).text == ANSWERED
+        assert nested == ["inside"]
+        assert len(auth.threads) == 2 and not [name for name in auth.threads if "callback" in name], auth.threads
+
+
+_CTRL_C = r"""
+import os, signal, sys, threading
+sys.path.insert(0, os.getcwd())
+import mcpcall
+from tests.servers.http_fault_server import FaultServer
+
+server = FaultServer().start()
+server.stall.add("stuck")
+client = mcpcall.connect(server.url, name="lean", protocol="legacy", timeout=10)
+client.list_tools()
+threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+try:
+    client.call_tool("stuck", {}, timeout=30)
+    print("no interrupt")
+except KeyboardInterrupt:
+    pass
+told = server.wait_for(lambda: any(s.method == "notifications/cancelled" for s in server.seen), 5)
+print("pending", client._caller.connection.dispatcher.in_flight(), "told", told, flush=True)
+client.close()
+server.release.set()
+server.stop()
+"""
+
+
+def test_ctrl_c_during_a_call_running_on_the_callers_thread_tells_the_server() -> None:
+    # Ctrl-C while the caller runs its own exchange: the request ends, and the server is told (as when it waits).
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _CTRL_C], check=False, capture_output=True, text=True, timeout=45)
+    assert done.stdout.strip().splitlines()[-1:] == ["pending 0 told True"], (done.stdout, done.stderr[-2000:])

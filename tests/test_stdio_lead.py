@@ -25,11 +25,11 @@ def _watch(client: mcpcall.Client) -> list[str]:
     """The names of the threads that read each line of stdout from now on; leading noted as 'lead'."""
     transport: Any = client.transport
     seen: list[str] = []
-    line, read_for = transport._line, transport.read_for
+    handle, read_for = transport._message, transport.read_for
 
-    def traced_line(text: bytes, receiver: Any) -> None:
+    def traced_message(message: Any, head: bytes, receiver: Any) -> None:
         seen.append(threading.current_thread().name)
-        line(text, receiver)
+        handle(message, head, receiver)
 
     def traced_read_for(future: Any, deadline: float) -> bool:
         led = read_for(future, deadline)
@@ -37,7 +37,7 @@ def _watch(client: mcpcall.Client) -> list[str]:
             seen.append("lead")
         return bool(led)
 
-    transport._line = traced_line
+    transport._message = traced_message
     transport.read_for = traced_read_for
     return seen
 
@@ -173,3 +173,229 @@ def test_a_future_waited_elsewhere_is_answered_after_callers_read_for_themselves
         done, _ = concurrent.futures.wait([future], timeout=5)  # no result(): nothing tells the reader
         assert done and future.result().text == "f"
         assert client.call_tool_future("echo", {"message": "g"}).result(timeout=5).text == "g"
+
+
+_CTRL_C = r"""
+import os, signal, sys, threading, time
+sys.path.insert(0, os.getcwd())
+import mcpcall
+from tests.conftest import fault_argv
+
+client = mcpcall.connect(fault_argv("hang"), protocol="legacy")
+transport = client.transport
+led = []
+read_for = transport.read_for
+def traced(future, deadline):
+    led.append(None)
+    led[-1] = read_for(future, deadline)
+    return led[-1]
+transport.read_for = traced
+client.list_tools()
+for _ in range(300):  # until a ping read its own answer: the reader is parked for the call that follows
+    client.ping(timeout=10)
+    if led[-1:] == [True]:
+        break
+del led[:]
+sent = []
+send = transport.send
+def traced_send(message, **kw):
+    sent.append(message.get("method"))
+    return send(message, **kw)
+transport.send = traced_send
+threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+try:
+    client.call_tool("echo", {"message": "x"}, timeout=30)
+    print("no interrupt")
+except KeyboardInterrupt:
+    pass
+print("led", led, "pending", client._caller.connection.dispatcher.in_flight(),
+      "cancelled", "notifications/cancelled" in sent, flush=True)
+client.close()
+"""
+
+
+def test_ctrl_c_reaches_a_caller_reading_for_itself() -> None:
+    # Ctrl-C while the caller reads its answer: the request ends (pending no more) and the server is told.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _CTRL_C], check=False, capture_output=True, text=True, timeout=45)
+    assert done.stdout.strip().splitlines()[-1:] == ["led [None] pending 0 cancelled True"], (done.stdout, done.stderr[-2000:])
+
+
+_INTERRUPTED_LEADER = r"""
+import os, sys, threading, time
+sys.path.insert(0, os.getcwd())
+import mcpcall
+from tests.conftest import fault_argv
+
+client = mcpcall.connect(fault_argv("hang"), protocol="legacy")
+transport = client.transport
+client.list_tools()
+led = []
+read_for = transport.read_for
+def traced(future, deadline):
+    led.append(None)
+    led[-1] = read_for(future, deadline)
+    return led[-1]
+transport.read_for = traced
+for _ in range(300):  # until a ping read its own answer: the reader is parked for the call that follows
+    client.ping(timeout=10)
+    if led[-1:] == [True]:
+        break
+del led[:]
+dispatcher = transport._receiver
+on_message = dispatcher.on_message
+def interrupted(message):  # a Ctrl-C that lands while the main thread handles another thread's answer
+    if threading.current_thread() is threading.main_thread() and message.get("result") == {}:
+        raise KeyboardInterrupt
+    return on_message(message)
+dispatcher.on_message = interrupted
+other = []
+def ping():
+    time.sleep(0.3)
+    try:
+        client.ping(timeout=3)
+        other.append("answered")
+    except Exception as exc:
+        other.append(type(exc).__name__)
+thread = threading.Thread(target=ping)
+thread.start()
+try:
+    client.call_tool("echo", {"message": "x"}, timeout=2)
+except (KeyboardInterrupt, mcpcall.RequestTimeout):
+    pass
+thread.join()
+print("led", led[:1], "other", other, flush=True)
+client.close()
+"""
+
+
+def test_a_caller_reading_for_itself_leaves_other_answers_to_the_reader() -> None:
+    # The caller's thread may be the main one, where a Ctrl-C lands anywhere: another thread's answer it
+    # read was lost when the interrupt came while it handled it (that thread waited out its timeout).
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _INTERRUPTED_LEADER], check=False, capture_output=True, text=True,
+                          timeout=45)
+    assert done.stdout.strip().splitlines()[-1:] == ["led [True] other ['answered']"], (done.stdout, done.stderr[-2000:])
+
+
+_FORK = r"""
+import os, sys, threading, time
+sys.path.insert(0, os.getcwd())
+import concurrent.futures
+import mcpcall
+from tests.conftest import fault_argv
+
+client = mcpcall.connect(fault_argv("hang"), protocol="legacy")
+future = client.call_tool_future("echo", {"message": "x"}, timeout=30)
+transport = client.transport
+held, release = threading.Event(), threading.Event()
+def hold():  # the parent's reader (or a caller) holds the park lock at the moment of the fork
+    with transport._park_lock:
+        transport._parked = True
+        held.set()
+        release.wait()
+holder = threading.Thread(target=hold)
+holder.start()
+held.wait()
+pid = os.fork()
+if pid == 0:
+    started = time.monotonic()
+    try:
+        future.result(1)
+        outcome = "result"
+    except concurrent.futures.TimeoutError:
+        outcome = "timeout"
+    except BaseException as exc:
+        outcome = type(exc).__name__
+    os.write(1, f"child {outcome} {time.monotonic() - started < 3}\n".encode())
+    os._exit(0)
+deadline = time.monotonic() + 8
+while time.monotonic() < deadline and os.waitpid(pid, os.WNOHANG) == (0, 0):
+    time.sleep(0.05)
+else:
+    if time.monotonic() >= deadline:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        print("child hung", flush=True)
+release.set()
+holder.join()
+transport._parked = False
+client.close()
+"""
+
+
+def test_a_forked_child_waiting_on_an_inherited_future_is_bounded_by_its_timeout() -> None:
+    # The park lock, held by a parent's thread at the fork, stays held in the child forever: a wait there
+    # took it with no bound (reading()), past the caller's timeout.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _FORK], check=False, capture_output=True, text=True, timeout=45)
+    assert done.stdout.strip().splitlines()[:1] == ["child timeout True"], (done.stdout, done.stderr[-2000:])
+
+
+_INTERRUPTED_START = r"""
+import os, sys, threading, time
+sys.path.insert(0, os.getcwd())
+import mcpcall
+from tests.conftest import demo_argv
+
+client = mcpcall.connect(demo_argv(), protocol="legacy")
+transport = client.transport
+led = []
+read_for = transport.read_for
+def traced(future, deadline):
+    led.append(None)
+    led[-1] = read_for(future, deadline)
+    return led[-1]
+transport.read_for = traced
+for _ in range(300):  # until a ping read its own answer: the reader is parked for the call that follows
+    client.ping(timeout=10)
+    if led[-1:] == [True]:
+        break
+real = transport._park_lock
+class Interrupting:  # a Ctrl-C that lands just as the caller, now the one reading, lets go of the park lock
+    armed = True
+    def __enter__(self):
+        real.acquire()
+    def __exit__(self, *exc):
+        real.release()
+        if Interrupting.armed and threading.current_thread() is threading.main_thread():
+            Interrupting.armed = False
+            raise KeyboardInterrupt
+    def acquire(self, *a):
+        return real.acquire(*a)
+    def release(self):
+        real.release()
+transport._park_lock = Interrupting()
+try:
+    client.ping(timeout=10)
+    print("no interrupt")
+except KeyboardInterrupt:
+    pass
+transport._park_lock = real
+try:
+    client.ping(timeout=3)
+    after = "answered"
+except Exception as exc:
+    after = type(exc).__name__
+started = time.monotonic()
+client.close()
+print("interrupted", not Interrupting.armed, "after", after, "closed", time.monotonic() - started < 2, flush=True)
+"""
+
+
+def test_a_ctrl_c_as_a_caller_starts_reading_for_itself_leaves_the_reader_reading() -> None:
+    # Interrupted after it took the lead but before the block that gives it back: the reader stayed parked
+    # for good (every later call waited out its timeout, close() found the reader stuck).
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _INTERRUPTED_START], check=False, capture_output=True, text=True,
+                          timeout=45)
+    assert done.stdout.strip().splitlines()[-1:] == ["interrupted True after answered closed True"], (
+        done.stdout, done.stderr[-2000:])

@@ -381,15 +381,16 @@ class Caller:
         call = future.context if future.__class__ is RequestFuture else getattr(future, "context", None)
         deadline = call.deadline if call.__class__ is Call or isinstance(call, Call) else math.inf
         connection = self.connection
-        if future._state == "PENDING":
-            # The only one waiting (and not the callbacks thread, whose queue must keep running): the
-            # transport may read the answer on this thread, up to the same limit as the wait below.
-            if connection.dispatcher.in_flight() == 1 and not connection.callbacks.in_callback_thread():
-                connection.transport.read_for(future, deadline + _WAIT_GRACE)
-            else:
-                connection.transport.reading()
-        left = None if deadline == math.inf else max(0.0, deadline + _WAIT_GRACE - monotonic())
         try:
+            if future._state == "PENDING":
+                # The only one waiting (and not the callbacks thread, whose queue must keep running): the
+                # transport may read the answer on this thread, up to the same limit as the wait below.
+                # Inside the try: a Ctrl-C while this thread reads cancels the request as one while it waits.
+                if connection.dispatcher.in_flight() == 1 and not connection.callbacks.in_callback_thread():
+                    connection.transport.read_for(future, deadline + _WAIT_GRACE)
+                else:
+                    connection.transport.reading()
+            left = None if deadline == math.inf else max(0.0, deadline + _WAIT_GRACE - monotonic())
             try:
                 result = future.result(left)
             except FuturesTimeout:  # a RequestTimeout is one too: the Future's own error, when it is done

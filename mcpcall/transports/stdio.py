@@ -403,22 +403,26 @@ class StdioTransport(Transport):
 
     def read_for(self, future: Any, deadline: float) -> bool:
         lock = self._park_lock
-        with lock:
-            if not self._parked or self._leader is not None or self._handover is not None or self._closing \
-                    or self._no_lead or self._gone is not None:
-                self._want_lead = True  # the reader parks after the line it reads now, for the next call
-                return False
-            self._leader = threading.get_ident()
+        me = threading.get_ident()
         resume = True
         try:
+            with lock:
+                if not self._parked or self._leader is not None or self._handover is not None or self._closing \
+                        or self._no_lead or self._gone is not None:
+                    self._want_lead = True  # the reader parks after the line it reads now, for the next call
+                    return False
+                self._leader = me
             resume = self._lead(future, deadline)
         finally:
-            with lock:
-                self._leader = None
-                self._last_lead = time.monotonic()
-                if resume or self._handover is not None or self._closing:
-                    self._resume = True
-                    self._park_cond.notify_all()
+            # Whatever ended it, a Ctrl-C too (even one that lands as the lead is taken): the reader never
+            # stays parked behind a caller that left.
+            if self._leader == me:
+                with lock:
+                    self._leader = None
+                    self._last_lead = time.monotonic()
+                    if resume or self._handover is not None or self._closing:
+                        self._resume = True
+                        self._park_cond.notify_all()
         return True
 
     def _lead(self, future: Any, deadline: float) -> bool:
@@ -436,7 +440,6 @@ class StdioTransport(Transport):
             if self._pidfd >= 0:
                 poller.register(self._pidfd, select.POLLIN)
         limit = self.max_message_bytes
-        line = self._line
         while future._state == "PENDING":  # done(), without its lock: a stale read costs one more slice
             left = deadline - time.monotonic()
             if left <= 0:
@@ -461,14 +464,33 @@ class StdioTransport(Transport):
                 return True
             lines = chunk.split(b"\n")
             lines.pop()  # empty: the chunk ends with a newline
+            # Only the caller's own answer is handled here; from the first other line on, the rest is the
+            # reader's. This thread may be the main one, where a Ctrl-C lands between any two steps: handling
+            # another waiter's answer, a notification or a server request half-way would lose it (its Future
+            # never finished), while a half-handled answer of this call ends with the call (it is cancelled).
+            own = getattr(future, "request_id", None)
             done = 0
+            handling = False
             try:
                 for text in lines:
-                    line(text, receiver)  # handles whatever a line holds; only an interrupt (Ctrl-C) escapes
+                    if not text or text.isspace():
+                        done += 1
+                        continue
+                    try:
+                        message = jsonrpc.decode(text)
+                    except ProtocolError:
+                        message = None
+                    if message.__class__ is not dict or message.get("id") != own or "method" in message:
+                        self._handover = b"\n".join(lines[done:]) + b"\n"
+                        return True
+                    handling = True
+                    self._message(message, text, receiver)  # handles whatever it holds; only an interrupt escapes
+                    handling = False
                     done += 1
             except BaseException:
-                if done + 1 < len(lines):  # the lines after the interrupted one are the reader's, not lost
-                    self._handover = b"\n".join(lines[done + 1:]) + b"\n"
+                rest = lines[done + 1:] if handling else lines[done:]  # an interrupted decode changed nothing
+                if rest:
+                    self._handover = b"\n".join(rest) + b"\n"
                 raise
         return False
 
@@ -586,6 +608,10 @@ class StdioTransport(Transport):
             else:
                 self._skip(head, "is not JSON")
             return
+        self._message(message, head, receiver)
+
+    def _message(self, message: Any, head: bytes, receiver: Receiver) -> None:
+        """A decoded line from stdout (``head``: its first bytes, for what messages quote); nothing may end the read loop."""
         try:
             if isinstance(message, dict):
                 if message.get("jsonrpc") == "2.0":
@@ -857,6 +883,11 @@ class StdioTransport(Transport):
         """In a forked child: drop our copies of the parent's pipes; touch nothing else."""
         self._closed = self._closing = True
         self._stdin_fd = -1
+        # The park lock may have been held by one of the parent's threads at the fork (held for ever here):
+        # a wait on an inherited Future asks reading(), which must not take it.
+        self._parked = False
+        self._park_lock = threading.Lock()
+        self._park_cond = threading.Condition(self._park_lock)
         proc = self.process
         for stream in (proc.stdin, proc.stdout, proc.stderr) if proc is not None else ():
             raw = getattr(stream, "raw", None)

@@ -29,7 +29,8 @@ comes on the GET with ``Last-Event-ID``); ``hdr`` (``x-mcp-header``
 parameters); ``bad_number`` and ``bad_empty`` (invalid annotations); ``elicit`` (legacy: asks the
 client with ``elicitation/create`` on the standalone GET stream and answers with what it said; a
 request it cannot deliver, no GET stream being open, is dropped, as stateful SDK servers do, and
-the call then gets no answer: :attr:`FaultServer.undelivered` counts them).
+the call then gets no answer: :attr:`FaultServer.undelivered` counts them); ``ask`` (an SSE reply
+carrying ``elicitation/create``, then the answer with what the client said).
 
 Fault switches beyond the above (see :class:`FaultServer`):
 
@@ -110,6 +111,7 @@ TOOLS: list[dict[str, Any]] = [
     }}},
     {"name": "bad_number", "inputSchema": {"type": "object", "properties": {"ratio": _prop("number", "Ratio")}}},
     {"name": "elicit", "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "ask", "inputSchema": {"type": "object", "properties": {}}},
     {"name": "bad_empty", "inputSchema": {"type": "object", "properties": {"x": _prop("string", "")}}},
 ]
 HEADER_PARAMS = {"hdr": {"region": "Region", "greeting": "Greeting", "count": "Count", "flag": "Flag"}}
@@ -536,7 +538,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        if method == "tools/call" and key in ("slow", "hold", "trickle", "resume", "elicit"):
+        if method == "tools/call" and key in ("slow", "hold", "trickle", "resume", "elicit", "ask"):
             getattr(self, f"_tool_{key}")(message, headers)
             return
         reply = fault.answer(message)
@@ -668,6 +670,28 @@ class _Handler(BaseHTTPRequestHandler):
         text = json.dumps(answer.get("result"), sort_keys=True)
         self.send_json(200, {"jsonrpc": "2.0", "id": message.get("id"),
                              "result": {"content": [{"type": "text", "text": text}], "isError": False}}, headers)
+
+    def _tool_ask(self, message: dict[str, Any], headers: dict[str, str]) -> None:
+        """An SSE reply that asks the client (``elicitation/create`` in the stream) and answers with what it said."""
+        fault = self.fault
+        rid = f"ask-{uuid.uuid4().hex}"
+        ask = {"jsonrpc": "2.0", "id": rid, "method": "elicitation/create", "params": {
+            "message": "Go on?", "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}}
+        self.start_sse(headers)
+        self.write(sse_event(ask))
+        conn = self.connection
+        answer = None
+        while answer is None:
+            with fault._changed:
+                fault._changed.wait_for(lambda: rid in fault.responses or fault._stopping.is_set(), 0.05)
+                answer = fault.responses.pop(rid, None)
+            if answer is None and (fault._stopping.is_set() or _peer_closed(conn)):
+                self.close_connection = True
+                return
+        text = json.dumps(answer.get("result"), sort_keys=True)
+        self.write(sse_event({"jsonrpc": "2.0", "id": message.get("id"),
+                              "result": {"content": [{"type": "text", "text": text}], "isError": False}}))
+        self.end_sse()
 
     def _tool_trickle(self, message: dict[str, Any], headers: dict[str, str]) -> None:
         """Comments, CRLF line ends, a progress notice and the answer, 3 bytes per TCP write."""
