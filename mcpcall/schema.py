@@ -191,10 +191,10 @@ def _search(pattern: Any, text: Any) -> bool | None:
         if not cached(pattern):  # more patterns than the cache keeps (2000 patternProperties): compiled again each time
             _spend(_COMPILE_STEPS * len(pattern))
         steps = _SEARCH_STEPS + cost(pattern, text)
-        if steps > budget.left:
-            _skipped(pattern)  # over the check's budget: not applied (the rest of the value still is)
+        if steps > MAX_CHECK_STEPS:
+            _skipped(pattern)  # more than a whole check may cost: not applied (the rest of the value still is)
             return None
-        budget.spend(steps)
+        budget.spend(steps)  # what is left of the budget is too little: the check stops, the value passes unchecked
     matched = search(pattern, text)
     if matched is None:
         _skipped(pattern)
