@@ -265,7 +265,11 @@ class Negotiator:
                     budget.steps.append(f"server/discover: {exc}")
                     log.debug("server %r did not answer server/discover as a modern server (%s); legacy", self.name, exc)
                     return None
-                raise ProtocolError(f"server {self.name!r} is not a modern ({version}) MCP server: {exc}") from exc
+                detail = str(exc)
+                named = f"server {self.name!r} "
+                if detail.startswith(named):  # "... MCP server: it answered ...", not the name twice
+                    detail = "it " + detail[len(named):]
+                raise ProtocolError(f"server {self.name!r} is not a modern ({version}) MCP server: {detail}") from exc
             break
         _check_complete(self.name, result, "server/discover")
         supported = result.get("supportedVersions")

@@ -49,6 +49,7 @@ class ToolCatalog:
         self._listed: list[Tool] = []
         self.generation = 0  # bumped by every invalidation
         self._unlistable_until = 0.0  # after a failed listing for a call: when to try again
+        self._listing: threading.Event | None = None  # a listing for calls under way; set when it ends (under _lock)
         caller.before_send["tools/call"] = self._before_call
 
     def list_tools(self, timeout: float | None = None, *, cache: bool = True) -> ToolList[Tool]:
@@ -118,12 +119,25 @@ class ToolCatalog:
         if call.max_timeout is not None:
             timeout = min(timeout, call.max_timeout)
         name = call.params.get("name") if isinstance(call.params, dict) else None
+        with self._lock:
+            listing = self._listing
+            if listing is None:
+                self._listing = mine = threading.Event()
+        if listing is not None:
+            # Calls made at once on a fresh client share one listing (each would list every page); this
+            # one waits for it within its own timeout, then goes out whatever became of it.
+            listing.wait(None if timeout == math.inf else timeout)
+            return True
         try:
             self.list_tools(timeout)
         except (RPCError, ProtocolError, RequestTimeout) as exc:  # the server's refusal; a lost connection or session raises
             self._unlistable_until = monotonic() + _RELIST_AFTER
             log.warning("server %r: the tools could not be listed to learn the outputSchema of %r, so its result is "
                         "not checked (%s)", self.name, name, exc)
+        finally:
+            with self._lock:
+                self._listing = None
+            mine.set()
         return True
 
     def _with_headers(self, tools: list[Tool]) -> list[Tool]:

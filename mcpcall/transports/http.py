@@ -52,6 +52,8 @@ MAX_RETRY_SECONDS = 30.0
 _LINGER_SECONDS = 0.05
 _LISTEN_MAX_DELAY = 30.0
 _DELETE_SECONDS = 2.0
+#: How long close() waits at most for the cancels queued before it to be posted, before its DELETE.
+_NOTICE_FLUSH_SECONDS = 1.0
 #: How long connect() waits at most for a legacy session's GET stream to open (never past its deadline).
 GET_OPEN_WAIT = 2.0
 
@@ -109,6 +111,10 @@ class HTTPTransport(HTTPBase):
         self._listen_ready = threading.Event()  # the GET stream is open, refused or failed (the session's)
         self._listen_exchange = Exchange("GET stream")  # the listener's current GET (under _lock)
         self._listen_wake = threading.Event()  # a new session or close(): the listener stops waiting to ask again
+        # Cancels queued for a worker and not posted yet: close() lets them go out before its DELETE,
+        # which would otherwise overtake them (a POST for a session that is gone: a 404, server errors).
+        self._notices = 0
+        self._notices_posted = threading.Condition(threading.Lock())
         self._options = dict(options)
 
     def start(self, receiver: Receiver, *, timeout: float | None = None) -> None:
@@ -213,10 +219,12 @@ class HTTPTransport(HTTPBase):
         if self.era == "legacy" and notify:
             # Legacy servers take a closed stream as a network problem, not a cancel.
             notice = jsonrpc.notification("notifications/cancelled", {"requestId": request_id, "reason": reason})
+            with self._notices_posted:
+                self._notices += 1
             try:
                 self._submit(Job(notice, jsonrpc.encode(notice), {**self._headers(notice), "Content-Type": "application/json"}, None))
             except MCPError:
-                pass
+                self._notice_done()
         super().cancel(request_id, reason, notify=notify)
 
     def _run_job(self, job: Job) -> None:
@@ -225,8 +233,16 @@ class HTTPTransport(HTTPBase):
                 self._post_now(job)
             except MCPError as exc:
                 self._log(logging.DEBUG, "server %r: %s", self.name, exc)
+            finally:
+                self._notice_done()
             return
         self._exchange(job)
+
+    def _notice_done(self) -> None:
+        with self._notices_posted:
+            self._notices -= 1
+            if self._notices <= 0:
+                self._notices_posted.notify_all()
 
     def _exchange(self, job: Job) -> None:
         method = job.method
@@ -418,6 +434,8 @@ class HTTPTransport(HTTPBase):
                 return
             self._closed = True
         if self.session_id is not None and self._session is not None:
+            with self._notices_posted:  # the cancels of what was in flight first: they name the session
+                self._notices_posted.wait_for(lambda: self._notices <= 0, timeout=_NOTICE_FLUSH_SECONDS)
             # Two seconds in all, however slowly the server trickles its answer.
             exchange = Exchange("DELETE")
             timer = get_scheduler().schedule(_DELETE_SECONDS, exchange.abort)
