@@ -47,6 +47,14 @@ def test_call_with_key_values_and_json(capsys: pytest.CaptureFixture[str]) -> No
     assert json.loads(out)["structuredContent"] == {"sum": 2}
 
 
+def test_a_text_that_ends_its_line_gets_no_blank_line_after_it(capsys: pytest.CaptureFixture[str]) -> None:
+    # A file's text (server-filesystem's read_text_file) ends in a newline: it was printed with a second one.
+    code, out, _ = run(["call", "echo", json.dumps({"message": "two\nlines\n"})], capsys)
+    assert (code, out) == (0, "two\nlines\n")
+    code, out, _ = run(["call", "echo", "message=one"], capsys)
+    assert (code, out) == (0, "one\n")
+
+
 def test_string_schema_keeps_numbers_as_text(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["call", "echo", "message=123"], capsys)
     assert (code, out.strip()) == (0, "123")

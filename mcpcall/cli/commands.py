@@ -57,7 +57,8 @@ def _block(block: ContentBlock) -> str:
 
 def _print_result(result: CallToolResult, out: Output) -> None:
     for block in result.content:
-        out.write(_block(block) + "\n")
+        text = _block(block)
+        out.write(text if text.endswith("\n") else text + "\n")  # a text that ends its own line gets no blank one
     # Structured content repeats the text content (the spec asks servers to send both): shown only without it.
     if result.structured_content is not None and not any(_is_text(b) for b in result.content):
         out.write(json.dumps(result.structured_content, indent=2, ensure_ascii=False) + "\n")
