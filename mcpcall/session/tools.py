@@ -24,7 +24,7 @@ from ..jsonrpc import copy_json
 from ..schema import Check, input_check, output_check
 from ..types import CallToolResult, Tool, ToolList, parse_call_result, parse_tool
 from ..types.tools import NestedTooDeep
-from .calls import Caller
+from .calls import Call, Caller
 
 __all__ = ["ToolCatalog"]
 
@@ -178,8 +178,8 @@ class ToolCatalog:
     def call_result(self, result: dict[str, Any], future: RequestFuture) -> CallToolResult:
         """The transform of ``tools/call`` (reader thread): parse; ``outputSchema`` is checked where the result is read."""
         call = future.context
-        params = getattr(call, "params", None)
-        name = params.get("name", "") if isinstance(params, dict) else ""
+        params = call.params if call.__class__ is Call else getattr(call, "params", None)
+        name = params.get("name", "") if params.__class__ is dict or isinstance(params, dict) else ""
         return self.parse(result, name, future)
 
     def parse(self, result: dict[str, Any], name: str, future: Any = None) -> CallToolResult:
