@@ -439,7 +439,7 @@ class Client:
         """
         # This thread blocks on it: a transport may run its I/O right here. Not on the callbacks thread, whose
         # queue must keep running while it waits (a server request inside the reply needs a handler there).
-        with caller_waits(not self._caller.callbacks.in_callback_thread()):
+        with caller_waits(not self._caller.connection.callbacks.in_callback_thread()):
             future = self.call_tool_future(name, arguments, **options)
         return self._caller.wait(future)
 

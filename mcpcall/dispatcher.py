@@ -25,7 +25,7 @@ from os import getpid
 from time import monotonic
 from typing import Any, Callable, Optional
 
-from ._condition import init_future
+from ._condition import KNOWN_FUTURE, FutureCondition
 from .callbacks import CallbackRunner
 from .errors import ConnectionClosed, InvalidRequest, MCPError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
 from .forking import Owned
@@ -70,7 +70,15 @@ class RequestFuture(Future):  # type: ignore[type-arg]
     """
 
     def __init__(self, method: str, context: Any = None, runner: CallbackRunner | None = None) -> None:
-        init_future(self)  # Future.__init__ with a Condition a tenth of the size: 100,000 may be pending
+        if KNOWN_FUTURE:  # Future.__init__, inline, with a Condition a tenth of the size: 100,000 may be pending
+            self._condition = FutureCondition()
+            self._state = "PENDING"
+            self._result = None
+            self._exception = None
+            self._waiters: list[Any] = []
+            self._done_callbacks: list[Callable[[Future[Any]], object]] = []
+        else:  # pragma: no cover - a Python whose Future keeps other state
+            Future.__init__(self)
         self.method = method
         #: Whatever the sender keeps with the request (the client: what a retry needs).
         self.context = context
@@ -142,6 +150,9 @@ class RequestFuture(Future):  # type: ignore[type-arg]
 
     def result(self, timeout: float | None = None) -> Any:
         """The result; waiting on the callbacks thread keeps that thread's queue running."""
+        if self._state == "FINISHED" and self._exception is None and self._check is None and self._check_error is None:
+            # Final, and set after its result: read without the lock (the common case, an answer already in).
+            return self._result
         dispatcher = self._dispatcher
         if dispatcher is not None and self._state == "PENDING":
             dispatcher.transport.reading()  # someone waits who does not read for itself: the transport's threads do
@@ -192,8 +203,10 @@ class RequestFuture(Future):  # type: ignore[type-arg]
 
     def settle(self, result: Any) -> bool:
         """Set the result unless the Future is already done (a lost race); True if set."""
+        if self.done_at is None:
+            self.done_at = monotonic()  # as set_result does
         try:
-            self.set_result(result)
+            Future.set_result(self, result)
         except InvalidStateError:
             return False
         return True
@@ -340,9 +353,12 @@ class Dispatcher:
 
                 Future.add_done_callback(future, barrier)
         if timeout is not None and timeout != math.inf:
-            now = monotonic()
             entry.timeout = timeout
-            entry.due = deadline if deadline is not None else now + timeout
+            if deadline is not None and not reset_timeout_on_progress:
+                entry.due = deadline
+            else:
+                now = monotonic()
+                entry.due = deadline if deadline is not None else now + timeout
             if reset_timeout_on_progress:
                 entry.reset_on_progress = True
                 if max_timeout is not None:

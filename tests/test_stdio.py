@@ -548,6 +548,35 @@ def test_what_waits_for_a_server_that_stopped_reading_stdin_is_bounded() -> None
             f.cancel()
 
 
+def test_a_message_the_pipe_takes_only_in_part_is_finished_by_the_writer_and_counted_until_then() -> None:
+    # A send with nothing queued writes at once on the caller's thread; what the pipe leaves goes to the
+    # writer thread and stays counted against the backlog limit until written (then the count is 0 again).
+    big = "y" * (1 << 20)  # far more than a pipe holds
+    with mcpcall.connect(demo_argv(), protocol="legacy", validate_output=False, **FAST) as c:
+        for _ in range(3):
+            assert c.call_tool("echo", {"message": big}, timeout=30).text == big
+        transport: Any = c.transport
+
+        def drained() -> bool:  # the writer may count its last write a moment after the server answered
+            until = time.monotonic() + 10
+            while transport._pending_bytes or transport._out or transport._inbox:
+                if time.monotonic() > until:
+                    return False
+                time.sleep(0.01)
+            return transport._pending_bytes == 0
+
+        assert drained(), transport._pending_bytes
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(c.call_tool("echo", {"message": big}, timeout=30).text))
+                   for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert results == [big] * 4
+        assert drained(), transport._pending_bytes
+
+
 def test_a_server_that_exits_at_once_is_reported_as_exited_not_as_a_broken_pipe(tmp_path: Path) -> None:
     # A server that printed a line and exited 0 was reported as "stopped reading its stdin (Broken pipe)".
     with pytest.raises(ConnectionClosed) as info:

@@ -223,6 +223,8 @@ class Caller:
             if deadline - monotonic() <= 0:
                 future.fail(self._call_timeout(call))
                 return future
+        elif not call.reset:
+            deadline = call.deadline  # send()'s start + timeout, as the dispatcher would count it: one clock read fewer
         if self.state.era == "modern":
             params: dict[str, Any] | None = self._params(call)
             transform: Any = self._modern_result
@@ -386,11 +388,11 @@ class Caller:
                 # The only one waiting (and not the callbacks thread, whose queue must keep running): the
                 # transport may read the answer on this thread, up to the same limit as the wait below.
                 # Inside the try: a Ctrl-C while this thread reads cancels the request as one while it waits.
-                if connection.dispatcher.in_flight() == 1 and not connection.callbacks.in_callback_thread():
+                if len(connection.dispatcher._pending) == 1 and not connection.callbacks.in_callback_thread():  # in_flight()
                     connection.transport.read_for(future, deadline + _WAIT_GRACE)
                 else:
                     connection.transport.reading()
-            left = None if deadline == math.inf else max(0.0, deadline + _WAIT_GRACE - monotonic())
+            left = None if deadline == math.inf or future._state == "FINISHED" else max(0.0, deadline + _WAIT_GRACE - monotonic())
             try:
                 result = future.result(left)
             except FuturesTimeout:  # a RequestTimeout is one too: the Future's own error, when it is done

@@ -24,7 +24,7 @@ from ..jsonrpc import copy_json
 from ..schema import Check, input_check, output_check
 from ..types import CallToolResult, Tool, ToolList, parse_call_result, parse_tool
 from ..types.tools import NestedTooDeep
-from .calls import Caller
+from .calls import Call, Caller
 
 __all__ = ["ToolCatalog"]
 
@@ -192,9 +192,14 @@ class ToolCatalog:
     def call_result(self, result: dict[str, Any], future: RequestFuture) -> CallToolResult:
         """The transform of ``tools/call`` (reader thread): parse; ``outputSchema`` is checked where the result is read."""
         call = future.context
-        params = getattr(call, "params", None)
-        name = params.get("name", "") if isinstance(params, dict) else ""
-        return self.parse(result, name, future)
+        params = call.params if call.__class__ is Call else getattr(call, "params", None)
+        name = params.get("name", "") if params.__class__ is dict or isinstance(params, dict) else ""
+        parsed = parse_call_result(result, name, self.name)  # what parse() does, without its frame: every answer's path
+        if self.validate_output and not parsed.is_error:
+            check = self._output_checks.get(name)
+            if check is not None:
+                self._check(parsed, name, check, future)
+        return parsed
 
     def parse(self, result: dict[str, Any], name: str, future: Any = None) -> CallToolResult:
         """A ``tools/call`` result of tool ``name``, checked against its ``outputSchema``.
@@ -208,15 +213,19 @@ class ToolCatalog:
         if self.validate_output and not parsed.is_error:
             check = self._output_checks.get(name)
             if check is not None:
-                if parsed.structured_content is None:
-                    raise ProtocolError(
-                        f"server {self.name!r}: tool {name!r} declares an outputSchema but returned no structured content"
-                    )
-                content = parsed.structured_content
-                if isinstance(future, RequestFuture):
-                    # On the reader's thread, by the call's own deadline (a task's result: by the budget alone).
-                    deadline = getattr(future.context, "deadline", math.inf)
-                    future.check_on_read(lambda: check(content, deadline))
-                else:
-                    check(content)
+                self._check(parsed, name, check, future)
         return parsed
+
+    def _check(self, parsed: CallToolResult, name: str, check: Check, future: Any) -> None:
+        """Check ``parsed`` against the ``outputSchema`` of tool ``name``: when ``future``'s result is read, or now."""
+        if parsed.structured_content is None:
+            raise ProtocolError(
+                f"server {self.name!r}: tool {name!r} declares an outputSchema but returned no structured content"
+            )
+        content = parsed.structured_content
+        if isinstance(future, RequestFuture):
+            # On the reader's thread, by the call's own deadline (a task's result: by the budget alone).
+            deadline = getattr(future.context, "deadline", math.inf)
+            future.check_on_read(lambda: check(content, deadline))
+        else:
+            check(content)

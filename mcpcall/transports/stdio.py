@@ -253,6 +253,17 @@ class StdioTransport(Transport):
             raise self._gone
         if self._closing:
             raise ConnectionClosed(f"client for server {self.name!r} is closed")
+        inbox = self._inbox
+        if not inbox and not self._out and self._write_lock.acquire(False):
+            # Nothing queued: write it now, counting only what the pipe did not take (no count lock, no queue).
+            try:
+                if not self._out and self._stdin_fd >= 0:
+                    self._write_now(data)
+                    return
+            finally:
+                self._write_lock.release()
+                if inbox:  # queued by another sender while we held the lock: theirs to send, and nobody else's
+                    self._flush_inbox()
         with self._count_lock:
             pending = self._pending_bytes
             if pending and pending + len(data) > self._backlog_limit:
@@ -290,6 +301,21 @@ class StdioTransport(Transport):
                     self._wake.set()
             finally:
                 lock.release()
+
+    def _write_now(self, data: bytes) -> None:
+        """Write ``data`` with ``_write_lock`` held and nothing queued; the writer thread gets what the pipe left."""
+        try:
+            written = os.write(self._stdin_fd, data)
+        except BlockingIOError:
+            written = 0
+        except OSError as exc:
+            self._gone = self._broken_pipe(exc)
+            raise self._gone from exc
+        if written < len(data):
+            with self._count_lock:
+                self._pending_bytes += len(data) - written
+            self._out.append(memoryview(data)[written:])
+            self._wake.set()
 
     def _written(self, count: int) -> None:
         with self._count_lock:
@@ -592,13 +618,14 @@ class StdioTransport(Transport):
         A bytearray (a line that came in pieces) is emptied: its bytes go as soon
         as they are text, before the text is parsed (:func:`jsonrpc.decode_buffer`).
         """
-        head = line if isinstance(line, bytes) else bytes(line[:_PEEK])  # what messages quote; where the id is
+        whole = line.__class__ is bytes or isinstance(line, bytes)
+        head: bytes = line if whole else bytes(line[:_PEEK])  # type: ignore[assignment] # what messages quote; the id
         if not line or line.isspace():
             if isinstance(line, bytearray):
                 line.clear()
             return
         try:
-            message = jsonrpc.decode(line) if isinstance(line, bytes) else jsonrpc.decode_buffer(line)
+            message = jsonrpc.decode(line) if whole else jsonrpc.decode_buffer(line)  # type: ignore[arg-type]
         except ProtocolError as exc:
             request_id = jsonrpc.peek_id(head[:_PEEK])
             if request_id is not None:
@@ -613,7 +640,7 @@ class StdioTransport(Transport):
     def _message(self, message: Any, head: bytes, receiver: Receiver) -> None:
         """A decoded line from stdout (``head``: its first bytes, for what messages quote); nothing may end the read loop."""
         try:
-            if isinstance(message, dict):
+            if message.__class__ is dict or isinstance(message, dict):
                 if message.get("jsonrpc") == "2.0":
                     self._spoke = True
                 else:

@@ -150,7 +150,7 @@ def parse_content(data: Any, server: str = "", where: str = "") -> ContentBlock:
         text = data.get("text")
         if text.__class__ is str:
             annotations = data.get("annotations")
-            return TextContent(text, annotations if isinstance(annotations, dict) else {}, data)
+            return TextContent(text, {} if annotations is None or not isinstance(annotations, dict) else annotations, data)
     kind = require_str(data, "type", f"a content block{where}", server)
     annotations = mapping(data.get("annotations"))
     label = f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind} block{where}"

@@ -155,17 +155,15 @@ class CallToolResult:
 
 def parse_call_result(data: dict[str, Any], tool: str = "", server: str = "") -> CallToolResult:
     """A :class:`CallToolResult` from a ``tools/call`` result dict."""
-    if not isinstance(data, dict):
+    if data.__class__ is not dict and not isinstance(data, dict):
         require(data, "content", list, f"a result of tool {tool!r}", server)  # raises: not an object
     content = data.get("content")
-    if content is not None and not isinstance(content, list):
+    blocks: list[ContentBlock] = []
+    if content.__class__ is list or isinstance(content, list):
+        where = f" in the result of tool {tool!r}"
+        for block in content:  # a loop, not a comprehension: no frame of its own
+            blocks.append(parse_content(block, server, where))
+    elif content is not None:
         require(data, "content", list, f"a result of tool {tool!r}", server)
-    where = f" in the result of tool {tool!r}"
-    return CallToolResult(
-        content=tuple([parse_content(block, server, where) for block in content]) if isinstance(content, list) else (),
-        structured_content=data.get("structuredContent"),
-        is_error=data.get("isError") is True,
-        raw=data,
-        tool=tool,
-        server=server,
-    )
+    # content, structured_content, is_error, raw, tool, server: by position (keywords cost a third more)
+    return CallToolResult(tuple(blocks), data.get("structuredContent"), data.get("isError") is True, data, tool, server)
