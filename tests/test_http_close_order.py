@@ -10,21 +10,13 @@ log for a session it had just torn down).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 
 import mcpcall
 from tests.servers.http_fault_server import FaultServer
+from tests.test_http import server  # noqa: F401 - the fixture: a fault server, collected after each test
 
-
-@pytest.fixture
-def server() -> Iterator[FaultServer]:
-    s = FaultServer().start()
-    try:
-        yield s
-    finally:
-        s.stop()
 
 
 @pytest.mark.parametrize("blocking", [True, False])

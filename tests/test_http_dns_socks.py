@@ -366,7 +366,7 @@ def test_calls_through_a_socks_proxy_work(server: FaultServer, relay: Socks5, re
         transport: Any = client.transport
         managers = transport._session.get_adapter(transport.url).proxy_manager.values()
         pools = [manager.pools[key] for manager in managers for key in manager.pools.keys()]
-        assert pools and all(type(pool).__name__ == "_SOCKSPool" for pool in pools), pools
+        assert pools and all(type(pool).__name__ == "TrackedSOCKSHTTPConnectionPool" for pool in pools), pools
     assert (proxy_sees, server.port) in relay.asked()
     assert set(relay.asked()) == {(proxy_sees, server.port)}
     looked_up_by = resolver.threads_that_looked_up("mcp.test")

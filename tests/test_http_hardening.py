@@ -7,7 +7,6 @@ to go wrong. Every server runs in the test process on loopback, port 0.
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import socket
@@ -24,19 +23,11 @@ from mcpcall.config import make_transport
 from mcpcall.transports import http as http_module
 from tests.conftest import wait_until
 from tests.servers.http_fault_server import FaultServer, Reply, _error, sse_event
+from tests.test_http import server  # noqa: F401 - the fixture: a fault server, collected after each test
 from tests.test_http import NAME, calls, connect
 
 SECRETS = ("hunter2", "k-s3cr3t")
 
-
-@pytest.fixture
-def server() -> Iterator[FaultServer]:
-    s = FaultServer().start()
-    try:
-        yield s
-    finally:
-        gc.collect()  # errors held in reference cycles keep closed clients' sockets open (see test_http.py)
-        s.stop()
 
 
 @pytest.fixture

@@ -10,11 +10,9 @@ out again, URL credentials are sent.
 from __future__ import annotations
 
 import base64
-import gc
 import json
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,16 +20,8 @@ import requests
 
 import mcpcall
 from tests.servers.http_fault_server import FaultServer, Reply
+from tests.test_http import server  # noqa: F401 - the fixture: a fault server, collected after each test
 
-
-@pytest.fixture
-def server() -> Iterator[FaultServer]:
-    s = FaultServer().start()
-    try:
-        yield s
-    finally:
-        gc.collect()
-        s.stop()
 
 
 def connect(url: str, **options: Any) -> mcpcall.Client:

@@ -401,24 +401,25 @@ def tracked_pool_classes() -> dict[str, Any]:
         class _HTTPSConnection(OneWrite, _Tracking, connection.HTTPSConnection):
             pass
 
-        class _HTTPPool(connectionpool.HTTPConnectionPool):
-            ConnectionCls = _HTTPConnection
-
-            def _put_conn(self, conn: Any) -> None:
-                if conn is not None:
-                    _untrack(conn)  # back in the pool: no longer this request's to abort
-                super()._put_conn(conn)
-
-        class _HTTPSPool(connectionpool.HTTPSConnectionPool):
-            ConnectionCls = _HTTPSConnection
-
-            def _put_conn(self, conn: Any) -> None:
-                if conn is not None:
-                    _untrack(conn)
-                super()._put_conn(conn)
-
-        _classes.update(http=_HTTPPool, https=_HTTPSPool)
+        _classes.update(http=untracking_pool(connectionpool.HTTPConnectionPool, _HTTPConnection),
+                        https=untracking_pool(connectionpool.HTTPSConnectionPool, _HTTPSConnection))
     return _classes
+
+
+def untracking_pool(base: Any, connection_class: Any) -> Any:
+    """A subclass of the urllib3 pool class ``base`` that makes ``connection_class`` connections and
+    stops tracking each one it takes back (back in the pool, it is no longer that request's to abort)."""
+
+    class Pool(base):  # type: ignore[misc]
+        ConnectionCls = connection_class
+
+        def _put_conn(self, conn: Any) -> None:
+            if conn is not None:
+                _untrack(conn)
+            super()._put_conn(conn)
+
+    Pool.__name__ = Pool.__qualname__ = f"Tracked{base.__name__}"
+    return Pool
 
 
 _adapter_class: list[Any] = []

@@ -22,13 +22,13 @@ from typing import Any
 from ._exchanges import (
     Exchange,
     _Tracking,
-    _untrack,
     before_handshake,
     connect_socket,
     connect_timeout,
     current_exchange,
     track_socket,
     untrack_socket,
+    untracking_pool,
 )
 from ._lookups import is_address, resolve
 
@@ -86,23 +86,8 @@ def socks_pool_classes() -> dict[str, Any] | None:
     class _SOCKSHTTPSConnection(_SOCKSTracking, contrib.SOCKSHTTPSConnection):
         pass
 
-    class _SOCKSPool(contrib.SOCKSHTTPConnectionPool):
-        ConnectionCls = _SOCKSConnection
-
-        def _put_conn(self, conn: Any) -> None:
-            if conn is not None:
-                _untrack(conn)  # back in the pool: no longer this request's to abort
-            super()._put_conn(conn)
-
-    class _SOCKSHTTPSPool(contrib.SOCKSHTTPSConnectionPool):
-        ConnectionCls = _SOCKSHTTPSConnection
-
-        def _put_conn(self, conn: Any) -> None:
-            if conn is not None:
-                _untrack(conn)
-            super()._put_conn(conn)
-
-    _classes.update(http=_SOCKSPool, https=_SOCKSHTTPSPool)
+    _classes.update(http=untracking_pool(contrib.SOCKSHTTPConnectionPool, _SOCKSConnection),
+                    https=untracking_pool(contrib.SOCKSHTTPSConnectionPool, _SOCKSHTTPSConnection))
     return _classes
 
 
