@@ -244,3 +244,61 @@ def test_a_small_body_goes_out_with_the_headers_in_one_write(body: bytes | None)
     assert sent.startswith(b"POST /mcp HTTP/1.1\r\n") and sent.endswith(b"\r\n\r\n" + (body or b""))
     assert len(sock.writes) == (1 if body is None or len(body) <= 64 * 1024 else 2)
     connection.sock = None
+
+
+def test_header_lines_as_urllib3_writes_them() -> None:
+    """The connection's own putheader: urllib3's SKIP_HEADER marker still leaves a default header out
+    (and is refused where urllib3 refuses it), an illegal header is still refused, others go out as given."""
+    from urllib3.util import SKIP_HEADER
+
+    from mcpcall.transports._exchanges import tracked_pool_classes
+
+    connection = tracked_pool_classes()["http"].ConnectionCls("127.0.0.1", 9)
+    sock = RecordingSocket()
+    connection.sock = sock
+    try:
+        connection.request("POST", "/mcp", body=b"{}", headers={"User-Agent": SKIP_HEADER, "X-Count": "1"})
+        sent = b"".join(sock.writes)
+        assert b"user-agent" not in sent.lower() and b"\r\nX-Count: 1\r\n" in sent
+        other = tracked_pool_classes()["http"].ConnectionCls("127.0.0.1", 9)
+        other.putrequest("GET", "/mcp")
+        with pytest.raises(ValueError, match="SKIP_HEADER"):
+            other.putheader("X-Other", SKIP_HEADER)
+        with pytest.raises(ValueError):
+            other.putheader("X-Bad", "a\r\nInjected: 1")
+    finally:
+        connection.sock = None
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "modern"])
+def test_a_kept_alive_connection_the_server_dropped_is_replaced_and_the_call_sent_once(server: FaultServer,
+                                                                                      protocol: str) -> None:
+    with connect(server.url, protocol=protocol) as client:
+        assert client.call_tool("echo", {"message": "one"}).text == "one"
+        httpd = server._httpd
+        assert httpd is not None
+        httpd.cut_connections()  # the pooled keep-alive connection is gone before the next request
+        assert server.wait_for(lambda: not httpd._conns, 5)
+        assert client.call_tool("echo", {"message": "two"}).text == "two"
+        assert [s.body["params"]["arguments"]["message"] for s in calls_of(server, "echo")] == ["one", "two"]
+
+
+def test_the_pool_is_driven_directly_with_urllib3s_timeouts_and_errors(server: FaultServer) -> None:
+    """A plain-http pool with requests' default retries is driven directly (one with retries goes through
+    urlopen, which retries); a call that outlives its timeout ends, and the next call still goes out."""
+    import urllib3
+
+    from mcpcall.transports._exchanges import tracked_pool_classes
+    from mcpcall.transports._sender import _drives
+
+    pool = tracked_pool_classes()["http"]("127.0.0.1", server.port)
+    try:
+        if int(urllib3.__version__.split(".")[0]) >= 2:
+            assert _drives(pool, urllib3.util.Retry(0, read=False))
+        assert not _drives(pool, urllib3.util.Retry(2))  # a session mounted with retries: urlopen retries as it does
+    finally:
+        pool.close()
+    with connect(server.url) as client:
+        with pytest.raises(mcpcall.errors.RequestTimeout):
+            client.call_tool("slow", {"seconds": 30}, timeout=0.5)
+        assert client.call_tool("echo", {"message": "after"}).text == "after"

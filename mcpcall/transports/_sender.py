@@ -30,6 +30,9 @@ there is no route: ``Session.send`` sends it.
 
 from __future__ import annotations
 
+import errno
+import http.client
+import logging
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -37,6 +40,9 @@ from typing import Any
 from ._origins import same_origin
 
 __all__ = ["LeanResponse", "Sender"]
+
+_SKIP_HEADER = "@@@SKIP_HEADER@@@"  # urllib3.util.SKIP_HEADER (1.26 and 2.x), without importing urllib3 here
+_log = logging.getLogger("urllib3.connectionpool")  # where urllib3 logs each request (redacted in an exchange)
 
 _MAX_ROUTES = 8
 _MAX_CHECKED_HEADERS = 512
@@ -74,7 +80,7 @@ class Sender:
 
         self.session = session
         self.origin_url = origin_url
-        self._routes: dict[str, tuple[Any, str, Any]] = {}  # url -> (pool, path, retries)
+        self._routes: dict[str, tuple[Any, str, Any, bool]] = {}  # url -> (pool, path, retries, driven: see _drive)
         self._prepared_urls: dict[str, str] = {}  # url -> the URL requests would send (IDNA, quoting)
         self._timeouts: dict[tuple[float | None, float | None], Any] = {}
         self._checked: set[tuple[str, str]] = set()
@@ -99,7 +105,7 @@ class Sender:
                 self._prepared_urls[url] = prepared
         return prepared
 
-    def _route(self, url: str) -> tuple[Any, str, Any] | None:
+    def _route(self, url: str) -> tuple[Any, str, Any, bool] | None:
         """The pool, the path and the retries for ``url``; ``None``: ``Session.send`` must send it."""
         route = self._routes.get(url)
         if route is not None and route[0].pool is not None:
@@ -122,7 +128,14 @@ class Sender:
             adapter.cert_verify(pool, prepared, session.verify, session.cert)  # type: ignore[no-untyped-call]
         except Exception:  # noqa: BLE001 - Session.send raises it again, mapped as before
             return None
-        route = (pool, probe.path_url, adapter.max_retries)
+        path = probe.path_url
+        driven = _drives(pool, adapter.max_retries)
+        if driven:
+            from urllib3 import connectionpool
+
+            # The target as urlopen makes it from the path of each request: made once here.
+            path = str(connectionpool._encode_target(path))  # type: ignore[attr-defined]
+        route = (pool, path, adapter.max_retries, driven)
         with self._lock:
             if len(self._routes) >= _MAX_ROUTES:
                 self._routes.clear()
@@ -203,12 +216,16 @@ class Sender:
         return session.send(request, stream=True, timeout=timeout, allow_redirects=False, verify=session.verify,
                             cert=session.cert, proxies=session.proxies)
 
-    def _urlopen(self, route: tuple[Any, str, Any], method: str, url: str, headers: Mapping[str, str],
+    def _urlopen(self, route: tuple[Any, str, Any, bool], method: str, url: str, headers: Mapping[str, str],
                  body: Any, timeout: tuple[float | None, float | None]) -> LeanResponse:
-        pool, path, retries = route
-        raw = pool.urlopen(method=method, url=path, body=body, headers=headers, redirect=False, assert_same_host=False,
-                           preload_content=False, decode_content=False, retries=retries, timeout=self._timeout(timeout),
-                           chunked=False)
+        pool, path, retries, driven = route
+        checked = self._timeout(timeout)  # an invalid timeout is refused here, as before, whichever way it goes
+        if driven and (body is None or type(body) is bytes):
+            raw = _drive(pool, path, retries, method, headers, body, timeout)
+        else:
+            raw = pool.urlopen(method=method, url=path, body=body, headers=headers, redirect=False, assert_same_host=False,
+                               preload_content=False, decode_content=False, retries=retries,
+                               timeout=checked, chunked=False)
         if "set-cookie" in raw.headers:
             self._keep_cookies(url, headers, raw)
         return LeanResponse(raw, url)
@@ -223,6 +240,96 @@ class Sender:
         request.url = self._prepared_url(url)
         request.headers = CaseInsensitiveDict(headers)
         extract_cookies_to_jar(self.session.cookies, request, raw)  # type: ignore[no-untyped-call]
+
+
+_urllib3: list[Any] = []  # what _drive uses of urllib3, imported once
+
+
+def _major(version: str) -> int:
+    head = version.split(".")[0]
+    return int(head) if head.isdigit() else 0
+
+
+_URLLIB3_2 = False  # urllib3 2.x: a connection's getresponse gives urllib3's response (1.26: http.client's)
+
+
+def _drives(pool: Any, retries: Any) -> bool:
+    """Whether :func:`_drive` sends this pool's requests: what ``urlopen`` would do is then known.
+
+    A plain ``http://`` pool of mcpcall's tracked classes, no proxy, and retries that
+    never send a request twice nor look at the response (requests' default: none).
+    Anything else (TLS, whose handshake urllib3 starts and checks itself; a session
+    mounted with retries) goes through ``urlopen``.
+    """
+    from urllib3.util.retry import Retry
+
+    from ._exchanges import tracked_pool_classes
+
+    if not _urllib3:
+        import ssl
+
+        import urllib3
+        from urllib3 import exceptions
+
+        global _URLLIB3_2
+        _URLLIB3_2 = _major(getattr(urllib3, "__version__", "")) >= 2
+        _urllib3.extend([(ssl.SSLError, ssl.CertificateError), exceptions.SSLError, exceptions.ProtocolError,
+                         exceptions.ReadTimeoutError, http.client.HTTPException])
+    return (_URLLIB3_2 and type(pool) is tracked_pool_classes()["http"] and pool.proxy is None and not pool.proxy_headers
+            and isinstance(retries, Retry) and retries.total == 0 and not retries.status_forcelist)
+
+
+def _drive(pool: Any, path: str, retries: Any, method: str, headers: Mapping[str, str], body: bytes | None,
+           timeout: tuple[float | None, float | None]) -> Any:
+    """One request on a connection of ``pool``, as ``pool.urlopen`` sends it, without its per-call set-up.
+
+    The connection comes from the pool (a kept-alive one the server dropped is
+    closed there and a new one made: its request was never sent) and goes back
+    when the response's body was read or it is closed. The connect timeout holds
+    until the request is sent, the read timeout from then on. A failure is raised
+    as ``urlopen`` raises it (with retries that never retry): the connection is
+    closed, never reused.
+    """
+    ssl_errors, ssl_error, protocol_error, read_timeout_error, http_exception = _urllib3
+    conn = pool._get_conn()
+    try:
+        conn.timeout = timeout[0]
+        try:
+            conn.request(method, path, body=body, headers=headers, chunked=False, preload_content=False,
+                         decode_content=False)
+        except OSError as exc:  # the server may have answered and closed before taking the whole body
+            if not isinstance(exc, BrokenPipeError) and exc.errno not in (errno.EPROTOTYPE, errno.ECONNRESET):
+                raise
+        read = timeout[1]
+        if conn.sock is not None:
+            if read == 0:
+                raise read_timeout_error(pool, path, f"Read timed out. (read timeout={read})")
+            conn.timeout = read
+        try:
+            raw = conn.getresponse()
+        except OSError as exc:  # ssl.SSLError included: a timeout becomes urllib3's ReadTimeoutError
+            pool._raise_timeout(err=exc, url=path, timeout_value=read)
+            raise
+    except BaseException as exc:
+        conn.close()
+        pool._put_conn(None)  # its place in the pool: the next request makes a new connection
+        if isinstance(exc, ssl_errors):
+            error: BaseException = ssl_error(exc)
+        elif isinstance(exc, (OSError, http_exception)):
+            error = protocol_error("Connection aborted.", exc)
+        elif isinstance(exc, Exception):
+            error = exc
+        else:
+            raise  # KeyboardInterrupt, SystemExit: as they are
+        retries.increment(method, path, error=error, _pool=pool, _stacktrace=exc.__traceback__)  # raises: no retries
+        raise error from None  # pragma: no cover - increment raised
+    raw.retries = retries
+    raw._connection = conn
+    raw._pool = pool
+    if _log.isEnabledFor(logging.DEBUG):
+        _log.debug('%s://%s:%s "%s %s %s" %s %s', pool.scheme, pool.host, pool.port, method, path,
+                   getattr(raw, "version_string", ""), raw.status, getattr(raw, "length_remaining", None))
+    return raw
 
 
 #: Bodies up to this size go out in one write with the request's headers.
@@ -254,6 +361,14 @@ class OneWrite:
         finally:
             self._mcpcall_merge = False
             self._mcpcall_held = None
+
+    def putheader(self, header: Any, *values: Any) -> None:
+        # urllib3's putheader only looks for its SKIP_HEADER marker (one generator per header): when
+        # no value is the marker, http.client's putheader is what it calls, called here straight.
+        if _SKIP_HEADER in values:
+            super().putheader(header, *values)  # type: ignore[misc]
+        else:
+            http.client.HTTPConnection.putheader(self, header, *values)  # type: ignore[arg-type]
 
     def send(self, data: Any) -> None:
         if self._mcpcall_merge and isinstance(data, bytes):
