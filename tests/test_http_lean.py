@@ -302,3 +302,65 @@ def test_the_pool_is_driven_directly_with_urllib3s_timeouts_and_errors(server: F
         with pytest.raises(mcpcall.errors.RequestTimeout):
             client.call_tool("slow", {"seconds": 30}, timeout=0.5)
         assert client.call_tool("echo", {"message": "after"}).text == "after"
+
+
+@pytest.fixture
+def tls_server(tmp_path: Any) -> Iterator[tuple[FaultServer, str]]:
+    """The fault server over TLS, with a self-signed certificate for 127.0.0.1; yields it and the CA file."""
+    import datetime
+    import ipaddress
+    import ssl
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(cert_file), str(key_file))
+    s = FaultServer().start()
+    assert s._httpd is not None
+    s._httpd.socket = context.wrap_socket(s._httpd.socket, server_side=True)
+    try:
+        yield s, str(cert_file)
+    finally:
+        gc.collect()
+        s.stop()
+
+
+def test_https_calls_on_the_pools_connection_check_the_certificate(tls_server: tuple[FaultServer, str],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import urllib3
+
+    server, ca = tls_server
+    url = server.url.replace("http://", "https://")
+    through_urlopen: list[str] = []
+    original = urllib3.HTTPSConnectionPool.urlopen
+
+    def urlopen(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        through_urlopen.append(method)
+        return original(self, method, url, *args, **kwargs)
+
+    monkeypatch.setattr(urllib3.HTTPSConnectionPool, "urlopen", urlopen)
+    with connect(url, verify=ca) as client:
+        assert client.call_tool("echo", {"message": "one"}).text == "one"
+        assert client.call_tool("echo", {"message": "two"}).text == "two"  # on the kept-alive TLS connection
+    if int(urllib3.__version__.split(".")[0]) >= 2:
+        assert through_urlopen == []  # every request went out on the pool's connection directly
+    with pytest.raises(mcpcall.errors.MCPError, match="(?i)certificate"), connect(url, verify=True):
+        pass  # the self-signed certificate is not trusted by default

@@ -6,8 +6,10 @@ and the session's settings, preparing the URL and the session's headers,
 looking up the adapter, building the pool key and the TLS settings, making a
 cookie jar and a ``Response``. A :class:`Sender` does that work once per URL
 (its *route*: the adapter's urllib3 pool and the request path) and then sends
-each request with that pool's ``urlopen``, as the adapter would, with the same
-headers requests would send.
+each request on that pool, as the adapter would, with the same headers requests
+would send: on one of the pool's connections directly (:func:`_drive`, what
+``urlopen`` does for requests' settings, without its per-call set-up), or
+through ``urlopen`` when the pool or its retries are not those settings.
 
 What stays per request, as with requests:
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 import errno
 import http.client
 import logging
+import socket
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -256,10 +259,10 @@ _URLLIB3_2 = False  # urllib3 2.x: a connection's getresponse gives urllib3's re
 def _drives(pool: Any, retries: Any) -> bool:
     """Whether :func:`_drive` sends this pool's requests: what ``urlopen`` would do is then known.
 
-    A plain ``http://`` pool of mcpcall's tracked classes, no proxy, and retries that
-    never send a request twice nor look at the response (requests' default: none).
-    Anything else (TLS, whose handshake urllib3 starts and checks itself; a session
-    mounted with retries) goes through ``urlopen``.
+    A pool of mcpcall's tracked classes (``http://`` or ``https://``), no proxy, and
+    retries that never send a request twice nor look at the response (requests'
+    default: none). Anything else (a proxy, a session mounted with retries, urllib3
+    1.26) goes through ``urlopen``.
     """
     from urllib3.util.retry import Retry
 
@@ -275,8 +278,9 @@ def _drives(pool: Any, retries: Any) -> bool:
         _URLLIB3_2 = _major(getattr(urllib3, "__version__", "")) >= 2
         _urllib3.extend([(ssl.SSLError, ssl.CertificateError), exceptions.SSLError, exceptions.ProtocolError,
                          exceptions.ReadTimeoutError, http.client.HTTPException])
-    return (_URLLIB3_2 and type(pool) is tracked_pool_classes()["http"] and pool.proxy is None and not pool.proxy_headers
-            and isinstance(retries, Retry) and retries.total == 0 and not retries.status_forcelist)
+    classes = tracked_pool_classes()
+    return (_URLLIB3_2 and type(pool) in (classes["http"], classes["https"]) and pool.proxy is None
+            and not pool.proxy_headers and isinstance(retries, Retry) and retries.total == 0 and not retries.status_forcelist)
 
 
 def _drive(pool: Any, path: str, retries: Any, method: str, headers: Mapping[str, str], body: bytes | None,
@@ -291,9 +295,16 @@ def _drive(pool: Any, path: str, retries: Any, method: str, headers: Mapping[str
     closed, never reused.
     """
     ssl_errors, ssl_error, protocol_error, read_timeout_error, http_exception = _urllib3
+    tls = pool.scheme == "https"
     conn = pool._get_conn()
     try:
         conn.timeout = timeout[0]
+        if tls:  # the pool connects a new connection itself, to check its certificate (and warn when it is not)
+            try:
+                pool._validate_conn(conn)
+            except (socket.timeout, ssl_errors[0]) as exc:  # a timeout in the handshake: urllib3's ReadTimeoutError
+                pool._raise_timeout(err=exc, url=path, timeout_value=conn.timeout)
+                raise
         try:
             conn.request(method, path, body=body, headers=headers, chunked=False, preload_content=False,
                          decode_content=False)
