@@ -364,3 +364,29 @@ def test_https_calls_on_the_pools_connection_check_the_certificate(tls_server: t
         assert through_urlopen == []  # every request went out on the pool's connection directly
     with pytest.raises(mcpcall.errors.MCPError, match="(?i)certificate"), connect(url, verify=True):
         pass  # the self-signed certificate is not trusted by default
+
+
+def test_a_timed_socket_sets_its_timeout_only_when_it_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from mcpcall.transports._sender import TimedSocket
+
+    calls: list[Any] = []
+    original = socket.socket.settimeout
+
+    def settimeout(self: socket.socket, value: Any) -> None:
+        calls.append(value)
+        original(self, value)
+
+    monkeypatch.setattr(socket.socket, "settimeout", settimeout)
+    with TimedSocket() as sock:
+        sock.settimeout(5)
+        sock.settimeout(5.0)  # the same: no system call
+        sock.settimeout(None)
+        sock.settimeout(None)
+        sock.setblocking(False)  # through the other door: gettimeout() says 0.0 ...
+        sock.settimeout(None)  # ... so this one is set again
+        assert sock.gettimeout() is None and sock.getblocking()
+        with pytest.raises(ValueError):
+            sock.settimeout(-1)  # still refused
+    assert calls == [5, None, None, -1]

@@ -42,7 +42,7 @@ from typing import Any
 
 from ._origins import same_origin
 
-__all__ = ["LeanResponse", "Sender"]
+__all__ = ["LeanResponse", "Sender", "TimedSocket"]
 
 _SKIP_HEADER = "@@@SKIP_HEADER@@@"  # urllib3.util.SKIP_HEADER (1.26 and 2.x), without importing urllib3 here
 _log = logging.getLogger("urllib3.connectionpool")  # where urllib3 logs each request (redacted in an exchange)
@@ -290,7 +290,9 @@ def _drive(pool: Any, path: str, retries: Any, method: str, headers: Mapping[str
     The connection comes from the pool (a kept-alive one the server dropped is
     closed there and a new one made: its request was never sent) and goes back
     when the response's body was read or it is closed. The connect timeout holds
-    until the request is sent, the read timeout from then on. A failure is raised
+    until the request is sent (for a small request on a kept-alive connection: the
+    read timeout, see below), the read timeout from then on; the exchange's abort
+    ends any of it at the caller's deadline, cancel or close. A failure is raised
     as ``urlopen`` raises it (with retries that never retry): the connection is
     closed, never reused.
     """
@@ -298,7 +300,13 @@ def _drive(pool: Any, path: str, retries: Any, method: str, headers: Mapping[str
     tls = pool.scheme == "https"
     conn = pool._get_conn()
     try:
-        conn.timeout = timeout[0]
+        # A kept-alive connection's socket has the read timeout of its last response. A small request on
+        # it cannot wait for room to be sent (the server took the last one whole, so the send buffer is
+        # empty, and the server's receive window takes it too): it is sent with that timeout, so the
+        # socket's mode need not change twice per request (an ioctl each) nor be polled before the send.
+        # A new connection (or a big body) has the connect timeout until the request is sent.
+        quiet = conn.sock is not None and timeout[1] != 0 and (body is None or len(body) <= QUIET_SEND_LIMIT)
+        conn.timeout = timeout[1] if quiet else timeout[0]
         if tls:  # the pool connects a new connection itself, to check its certificate (and warn when it is not)
             try:
                 pool._validate_conn(conn)
@@ -342,6 +350,9 @@ def _drive(pool: Any, path: str, retries: Any, method: str, headers: Mapping[str
                    getattr(raw, "version_string", ""), raw.status, getattr(raw, "length_remaining", None))
     return raw
 
+
+#: Bodies up to this size go out, on a kept-alive connection, under the read timeout (see :func:`_drive`).
+QUIET_SEND_LIMIT = 16 * 1024
 
 #: Bodies up to this size go out in one write with the request's headers.
 ONE_WRITE_LIMIT = 64 * 1024
@@ -391,3 +402,19 @@ class OneWrite:
             self._mcpcall_merge = False
             data = held + data
         super().send(data)  # type: ignore[misc]
+
+
+class TimedSocket(socket.socket):
+    """A socket whose ``settimeout`` with the timeout it already has makes no system call.
+
+    urllib3 sets a connection's timeout on its socket before each request and
+    again before reading the response; each ``settimeout`` sets the descriptor's
+    blocking mode (an ``ioctl``) even when nothing changes. Both follow from the
+    value alone, so the same value again is skipped.
+    """
+
+    __slots__ = ()
+
+    def settimeout(self, value: float | None) -> None:
+        if value != self.gettimeout():  # None == None; an invalid value still goes on and is refused
+            super().settimeout(value)
