@@ -10,9 +10,11 @@ out again, URL credentials are sent.
 from __future__ import annotations
 
 import base64
+import gc
 import json
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -331,3 +333,149 @@ def test_ctrl_c_during_a_call_running_on_the_callers_thread_tells_the_server() -
 
     done = subprocess.run([sys.executable, "-c", _CTRL_C], check=False, capture_output=True, text=True, timeout=45)
     assert done.stdout.strip().splitlines()[-1:] == ["pending 0 told True"], (done.stdout, done.stderr[-2000:])
+
+
+def test_header_lines_as_urllib3_writes_them() -> None:
+    """The connection's own putheader: urllib3's SKIP_HEADER marker still leaves a default header out
+    (and is refused where urllib3 refuses it), an illegal header is still refused, others go out as given."""
+    from urllib3.util import SKIP_HEADER
+
+    from mcpcall.transports._exchanges import tracked_pool_classes
+
+    connection = tracked_pool_classes()["http"].ConnectionCls("127.0.0.1", 9)
+    sock = RecordingSocket()
+    connection.sock = sock
+    try:
+        connection.request("POST", "/mcp", body=b"{}", headers={"User-Agent": SKIP_HEADER, "X-Count": "1"})
+        sent = b"".join(sock.writes)
+        assert b"user-agent" not in sent.lower() and b"\r\nX-Count: 1\r\n" in sent
+        other = tracked_pool_classes()["http"].ConnectionCls("127.0.0.1", 9)
+        other.putrequest("GET", "/mcp")
+        with pytest.raises(ValueError, match="SKIP_HEADER"):
+            other.putheader("X-Other", SKIP_HEADER)
+        with pytest.raises(ValueError):
+            other.putheader("X-Bad", "a\r\nInjected: 1")
+    finally:
+        connection.sock = None
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "modern"])
+def test_a_kept_alive_connection_the_server_dropped_is_replaced_and_the_call_sent_once(server: FaultServer,
+                                                                                      protocol: str) -> None:
+    with connect(server.url, protocol=protocol) as client:
+        assert client.call_tool("echo", {"message": "one"}).text == "one"
+        httpd = server._httpd
+        assert httpd is not None
+        httpd.cut_connections()  # the pooled keep-alive connection is gone before the next request
+        assert server.wait_for(lambda: not httpd._conns, 5)
+        assert client.call_tool("echo", {"message": "two"}).text == "two"
+        assert [s.body["params"]["arguments"]["message"] for s in calls_of(server, "echo")] == ["one", "two"]
+
+
+def test_the_pool_is_driven_directly_with_urllib3s_timeouts_and_errors(server: FaultServer) -> None:
+    """A plain-http pool with requests' default retries is driven directly (one with retries goes through
+    urlopen, which retries); a call that outlives its timeout ends, and the next call still goes out."""
+    import urllib3
+
+    from mcpcall.transports._exchanges import tracked_pool_classes
+    from mcpcall.transports._sender import _drives
+
+    pool = tracked_pool_classes()["http"]("127.0.0.1", server.port)
+    try:
+        if int(urllib3.__version__.split(".")[0]) >= 2:
+            assert _drives(pool, urllib3.util.Retry(0, read=False))
+        assert not _drives(pool, urllib3.util.Retry(2))  # a session mounted with retries: urlopen retries as it does
+    finally:
+        pool.close()
+    with connect(server.url) as client:
+        with pytest.raises(mcpcall.errors.RequestTimeout):
+            client.call_tool("slow", {"seconds": 30}, timeout=0.5)
+        assert client.call_tool("echo", {"message": "after"}).text == "after"
+
+
+@pytest.fixture
+def tls_server(tmp_path: Any) -> Iterator[tuple[FaultServer, str]]:
+    """The fault server over TLS, with a self-signed certificate for 127.0.0.1; yields it and the CA file."""
+    import datetime
+    import ipaddress
+    import ssl
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(cert_file), str(key_file))
+    s = FaultServer().start()
+    assert s._httpd is not None
+    s._httpd.socket = context.wrap_socket(s._httpd.socket, server_side=True)
+    try:
+        yield s, str(cert_file)
+    finally:
+        gc.collect()
+        s.stop()
+
+
+def test_https_calls_on_the_pools_connection_check_the_certificate(tls_server: tuple[FaultServer, str],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import urllib3
+
+    server, ca = tls_server
+    url = server.url.replace("http://", "https://")
+    through_urlopen: list[str] = []
+    original = urllib3.HTTPSConnectionPool.urlopen
+
+    def urlopen(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        through_urlopen.append(method)
+        return original(self, method, url, *args, **kwargs)
+
+    monkeypatch.setattr(urllib3.HTTPSConnectionPool, "urlopen", urlopen)
+    with connect(url, verify=ca) as client:
+        assert client.call_tool("echo", {"message": "one"}).text == "one"
+        assert client.call_tool("echo", {"message": "two"}).text == "two"  # on the kept-alive TLS connection
+    if int(urllib3.__version__.split(".")[0]) >= 2:
+        assert through_urlopen == []  # every request went out on the pool's connection directly
+    with pytest.raises(mcpcall.errors.MCPError, match="(?i)certificate"), connect(url, verify=True):
+        pass  # the self-signed certificate is not trusted by default
+
+
+def test_a_timed_socket_sets_its_timeout_only_when_it_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from mcpcall.transports._sender import TimedSocket
+
+    calls: list[Any] = []
+    original = socket.socket.settimeout
+
+    def settimeout(self: socket.socket, value: Any) -> None:
+        calls.append(value)
+        original(self, value)
+
+    monkeypatch.setattr(socket.socket, "settimeout", settimeout)
+    with TimedSocket() as sock:
+        sock.settimeout(5)
+        sock.settimeout(5.0)  # the same: no system call
+        sock.settimeout(None)
+        sock.settimeout(None)
+        sock.setblocking(False)  # through the other door: gettimeout() says 0.0 ...
+        sock.settimeout(None)  # ... so this one is set again
+        assert sock.gettimeout() is None and sock.getblocking()
+        with pytest.raises(ValueError):
+            sock.settimeout(-1)  # still refused
+    assert calls == [5, None, None, -1]

@@ -283,6 +283,8 @@ def _open_socket(connection: Any, exchange: Exchange) -> socket.socket:
     from urllib3.exceptions import LocationParseError
     from urllib3.util.connection import allowed_gai_family
 
+    from ._sender import TimedSocket
+
     host, port = connection._dns_host, connection.port
     if host.startswith("["):
         host = host.strip("[]")
@@ -295,7 +297,7 @@ def _open_socket(connection: Any, exchange: Exchange) -> socket.socket:
     for family, kind, proto, _, address in resolve(exchange, timeout, host, port, allowed_gai_family(), socket.SOCK_STREAM):
         sock = None
         try:
-            sock = socket.socket(family, kind, proto)
+            sock = TimedSocket(family, kind, proto)
             for option in connection.socket_options or ():
                 sock.setsockopt(*option)
             if connection.source_address:

@@ -6,8 +6,10 @@ and the session's settings, preparing the URL and the session's headers,
 looking up the adapter, building the pool key and the TLS settings, making a
 cookie jar and a ``Response``. A :class:`Sender` does that work once per URL
 (its *route*: the adapter's urllib3 pool and the request path) and then sends
-each request with that pool's ``urlopen``, as the adapter would, with the same
-headers requests would send.
+each request on that pool, as the adapter would, with the same headers requests
+would send: on one of the pool's connections directly (:func:`_drive`, what
+``urlopen`` does for requests' settings, without its per-call set-up), or
+through ``urlopen`` when the pool or its retries are not those settings.
 
 What stays per request, as with requests:
 
@@ -30,13 +32,20 @@ there is no route: ``Session.send`` sends it.
 
 from __future__ import annotations
 
+import errno
+import http.client
+import logging
+import socket
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 from ._origins import same_origin
 
-__all__ = ["LeanResponse", "Sender"]
+__all__ = ["LeanResponse", "Sender", "TimedSocket"]
+
+_SKIP_HEADER = "@@@SKIP_HEADER@@@"  # urllib3.util.SKIP_HEADER (1.26 and 2.x), without importing urllib3 here
+_log = logging.getLogger("urllib3.connectionpool")  # where urllib3 logs each request (redacted in an exchange)
 
 _MAX_ROUTES = 8
 _MAX_CHECKED_HEADERS = 512
@@ -74,7 +83,7 @@ class Sender:
 
         self.session = session
         self.origin_url = origin_url
-        self._routes: dict[str, tuple[Any, str, Any]] = {}  # url -> (pool, path, retries)
+        self._routes: dict[str, tuple[Any, str, Any, bool]] = {}  # url -> (pool, path, retries, driven: see _drive)
         self._prepared_urls: dict[str, str] = {}  # url -> the URL requests would send (IDNA, quoting)
         self._timeouts: dict[tuple[float | None, float | None], Any] = {}
         self._checked: set[tuple[str, str]] = set()
@@ -99,7 +108,7 @@ class Sender:
                 self._prepared_urls[url] = prepared
         return prepared
 
-    def _route(self, url: str) -> tuple[Any, str, Any] | None:
+    def _route(self, url: str) -> tuple[Any, str, Any, bool] | None:
         """The pool, the path and the retries for ``url``; ``None``: ``Session.send`` must send it."""
         route = self._routes.get(url)
         if route is not None and route[0].pool is not None:
@@ -122,7 +131,14 @@ class Sender:
             adapter.cert_verify(pool, prepared, session.verify, session.cert)  # type: ignore[no-untyped-call]
         except Exception:  # noqa: BLE001 - Session.send raises it again, mapped as before
             return None
-        route = (pool, probe.path_url, adapter.max_retries)
+        path = probe.path_url
+        driven = _drives(pool, adapter.max_retries)
+        if driven:
+            from urllib3 import connectionpool
+
+            # The target as urlopen makes it from the path of each request: made once here.
+            path = str(connectionpool._encode_target(path))  # type: ignore[attr-defined]
+        route = (pool, path, adapter.max_retries, driven)
         with self._lock:
             if len(self._routes) >= _MAX_ROUTES:
                 self._routes.clear()
@@ -203,12 +219,16 @@ class Sender:
         return session.send(request, stream=True, timeout=timeout, allow_redirects=False, verify=session.verify,
                             cert=session.cert, proxies=session.proxies)
 
-    def _urlopen(self, route: tuple[Any, str, Any], method: str, url: str, headers: Mapping[str, str],
+    def _urlopen(self, route: tuple[Any, str, Any, bool], method: str, url: str, headers: Mapping[str, str],
                  body: Any, timeout: tuple[float | None, float | None]) -> LeanResponse:
-        pool, path, retries = route
-        raw = pool.urlopen(method=method, url=path, body=body, headers=headers, redirect=False, assert_same_host=False,
-                           preload_content=False, decode_content=False, retries=retries, timeout=self._timeout(timeout),
-                           chunked=False)
+        pool, path, retries, driven = route
+        checked = self._timeout(timeout)  # an invalid timeout is refused here, as before, whichever way it goes
+        if driven and (body is None or type(body) is bytes):
+            raw = _drive(pool, path, retries, method, headers, body, timeout)
+        else:
+            raw = pool.urlopen(method=method, url=path, body=body, headers=headers, redirect=False, assert_same_host=False,
+                               preload_content=False, decode_content=False, retries=retries,
+                               timeout=checked, chunked=False)
         if "set-cookie" in raw.headers:
             self._keep_cookies(url, headers, raw)
         return LeanResponse(raw, url)
@@ -224,6 +244,115 @@ class Sender:
         request.headers = CaseInsensitiveDict(headers)
         extract_cookies_to_jar(self.session.cookies, request, raw)  # type: ignore[no-untyped-call]
 
+
+_urllib3: list[Any] = []  # what _drive uses of urllib3, imported once
+
+
+def _major(version: str) -> int:
+    head = version.split(".")[0]
+    return int(head) if head.isdigit() else 0
+
+
+_URLLIB3_2 = False  # urllib3 2.x: a connection's getresponse gives urllib3's response (1.26: http.client's)
+
+
+def _drives(pool: Any, retries: Any) -> bool:
+    """Whether :func:`_drive` sends this pool's requests: what ``urlopen`` would do is then known.
+
+    A pool of mcpcall's tracked classes (``http://`` or ``https://``), no proxy, and
+    retries that never send a request twice nor look at the response (requests'
+    default: none). Anything else (a proxy, a session mounted with retries, urllib3
+    1.26) goes through ``urlopen``.
+    """
+    from urllib3.util.retry import Retry
+
+    from ._exchanges import tracked_pool_classes
+
+    if not _urllib3:
+        import ssl
+
+        import urllib3
+        from urllib3 import exceptions
+
+        global _URLLIB3_2
+        _URLLIB3_2 = _major(getattr(urllib3, "__version__", "")) >= 2
+        _urllib3.extend([(ssl.SSLError, ssl.CertificateError), exceptions.SSLError, exceptions.ProtocolError,
+                         exceptions.ReadTimeoutError, http.client.HTTPException])
+    classes = tracked_pool_classes()
+    return (_URLLIB3_2 and type(pool) in (classes["http"], classes["https"]) and pool.proxy is None
+            and not pool.proxy_headers and isinstance(retries, Retry) and retries.total == 0 and not retries.status_forcelist)
+
+
+def _drive(pool: Any, path: str, retries: Any, method: str, headers: Mapping[str, str], body: bytes | None,
+           timeout: tuple[float | None, float | None]) -> Any:
+    """One request on a connection of ``pool``, as ``pool.urlopen`` sends it, without its per-call set-up.
+
+    The connection comes from the pool (a kept-alive one the server dropped is
+    closed there and a new one made: its request was never sent) and goes back
+    when the response's body was read or it is closed. The connect timeout holds
+    until the request is sent (for a small request on a kept-alive connection: the
+    read timeout, see below), the read timeout from then on; the exchange's abort
+    ends any of it at the caller's deadline, cancel or close. A failure is raised
+    as ``urlopen`` raises it (with retries that never retry): the connection is
+    closed, never reused.
+    """
+    ssl_errors, ssl_error, protocol_error, read_timeout_error, http_exception = _urllib3
+    tls = pool.scheme == "https"
+    conn = pool._get_conn()
+    try:
+        # A kept-alive connection's socket has the read timeout of its last response. A small request on
+        # it cannot wait for room to be sent (the server took the last one whole, so the send buffer is
+        # empty, and the server's receive window takes it too): it is sent with that timeout, so the
+        # socket's mode need not change twice per request (an ioctl each) nor be polled before the send.
+        # A new connection (or a big body) has the connect timeout until the request is sent.
+        quiet = conn.sock is not None and timeout[1] != 0 and (body is None or len(body) <= QUIET_SEND_LIMIT)
+        conn.timeout = timeout[1] if quiet else timeout[0]
+        if tls:  # the pool connects a new connection itself, to check its certificate (and warn when it is not)
+            try:
+                pool._validate_conn(conn)
+            except (socket.timeout, ssl_errors[0]) as exc:  # a timeout in the handshake: urllib3's ReadTimeoutError
+                pool._raise_timeout(err=exc, url=path, timeout_value=conn.timeout)
+                raise
+        try:
+            conn.request(method, path, body=body, headers=headers, chunked=False, preload_content=False,
+                         decode_content=False)
+        except OSError as exc:  # the server may have answered and closed before taking the whole body
+            if not isinstance(exc, BrokenPipeError) and exc.errno not in (errno.EPROTOTYPE, errno.ECONNRESET):
+                raise
+        read = timeout[1]
+        if conn.sock is not None:
+            if read == 0:
+                raise read_timeout_error(pool, path, f"Read timed out. (read timeout={read})")
+            conn.timeout = read
+        try:
+            raw = conn.getresponse()
+        except OSError as exc:  # ssl.SSLError included: a timeout becomes urllib3's ReadTimeoutError
+            pool._raise_timeout(err=exc, url=path, timeout_value=read)
+            raise
+    except BaseException as exc:
+        conn.close()
+        pool._put_conn(None)  # its place in the pool: the next request makes a new connection
+        if isinstance(exc, ssl_errors):
+            error: BaseException = ssl_error(exc)
+        elif isinstance(exc, (OSError, http_exception)):
+            error = protocol_error("Connection aborted.", exc)
+        elif isinstance(exc, Exception):
+            error = exc
+        else:
+            raise  # KeyboardInterrupt, SystemExit: as they are
+        retries.increment(method, path, error=error, _pool=pool, _stacktrace=exc.__traceback__)  # raises: no retries
+        raise error from None  # pragma: no cover - increment raised
+    raw.retries = retries
+    raw._connection = conn
+    raw._pool = pool
+    if _log.isEnabledFor(logging.DEBUG):
+        _log.debug('%s://%s:%s "%s %s %s" %s %s', pool.scheme, pool.host, pool.port, method, path,
+                   getattr(raw, "version_string", ""), raw.status, getattr(raw, "length_remaining", None))
+    return raw
+
+
+#: Bodies up to this size go out, on a kept-alive connection, under the read timeout (see :func:`_drive`).
+QUIET_SEND_LIMIT = 16 * 1024
 
 #: Bodies up to this size go out in one write with the request's headers.
 ONE_WRITE_LIMIT = 64 * 1024
@@ -255,6 +384,14 @@ class OneWrite:
             self._mcpcall_merge = False
             self._mcpcall_held = None
 
+    def putheader(self, header: Any, *values: Any) -> None:
+        # urllib3's putheader only looks for its SKIP_HEADER marker (one generator per header): when
+        # no value is the marker, http.client's putheader is what it calls, called here straight.
+        if _SKIP_HEADER in values:
+            super().putheader(header, *values)  # type: ignore[misc]
+        else:
+            http.client.HTTPConnection.putheader(self, header, *values)  # type: ignore[arg-type]
+
     def send(self, data: Any) -> None:
         if self._mcpcall_merge and isinstance(data, bytes):
             held = self._mcpcall_held
@@ -265,3 +402,19 @@ class OneWrite:
             self._mcpcall_merge = False
             data = held + data
         super().send(data)  # type: ignore[misc]
+
+
+class TimedSocket(socket.socket):
+    """A socket whose ``settimeout`` with the timeout it already has makes no system call.
+
+    urllib3 sets a connection's timeout on its socket before each request and
+    again before reading the response; each ``settimeout`` sets the descriptor's
+    blocking mode (an ``ioctl``) even when nothing changes. Both follow from the
+    value alone, so the same value again is skipped.
+    """
+
+    __slots__ = ()
+
+    def settimeout(self, value: float | None) -> None:
+        if value != self.gettimeout():  # None == None; an invalid value still goes on and is refused
+            super().settimeout(value)
