@@ -293,17 +293,37 @@ def _open_socket(connection: Any, exchange: Exchange) -> socket.socket:
     except UnicodeError:
         raise LocationParseError(f"'{host}', label empty or too long") from None
     timeout = connect_timeout(connection)
+
+    def make(family: int, kind: int, proto: int) -> socket.socket:
+        sock = TimedSocket(family, kind, proto)
+        for option in connection.socket_options or ():
+            sock.setsockopt(*option)
+        return sock
+
+    rows = resolve(exchange, timeout, host, port, allowed_gai_family(), socket.SOCK_STREAM)
+    sock: socket.socket = connect_first(connection, exchange, rows, make,
+                                        lambda sock, address: connect_socket(sock, address, exchange, timeout))
+    return sock
+
+
+def connect_first(connection: Any, exchange: Exchange, rows: Any, make: Callable[[int, int, int], Any],
+                  link: Callable[[Any, Any], None]) -> Any:
+    """The socket of the first ``getaddrinfo`` row that connects, as ``create_connection`` tries them.
+
+    ``make(family, kind, proto)`` makes a socket with its options; it is bound
+    to the connection's source address and recorded in ``exchange`` before
+    ``link(sock, address)`` connects it, and prepared for its TLS handshake
+    after. A socket that fails leaves the exchange; the last error is raised.
+    """
     error: OSError | None = None
-    for family, kind, proto, _, address in resolve(exchange, timeout, host, port, allowed_gai_family(), socket.SOCK_STREAM):
+    for family, kind, proto, _, address in rows:
         sock = None
         try:
-            sock = TimedSocket(family, kind, proto)
-            for option in connection.socket_options or ():
-                sock.setsockopt(*option)
+            sock = make(family, kind, proto)
             if connection.source_address:
                 sock.bind(connection.source_address)
             track_socket(connection, exchange, sock)
-            connect_socket(sock, address, exchange, timeout)
+            link(sock, address)
             before_handshake(connection, exchange, sock)
             return sock
         except OSError as exc:

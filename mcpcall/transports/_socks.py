@@ -22,12 +22,10 @@ from typing import Any
 from ._exchanges import (
     Exchange,
     _Tracking,
-    before_handshake,
+    connect_first,
     connect_socket,
     connect_timeout,
     current_exchange,
-    track_socket,
-    untrack_socket,
     untracking_pool,
 )
 from ._lookups import is_address, resolve
@@ -117,33 +115,21 @@ def _open(connection: Any, exchange: Exchange, kind: Any) -> socket.socket:
         host = resolve(exchange, timeout, host, connection.port, family, socket.SOCK_STREAM)[0][4][0]
     proxy_host = str(options["proxy_host"]).strip("[]")
     proxy_port = options["proxy_port"] or socks.DEFAULT_PORTS[version]
-    error: OSError | None = None
-    for family, sock_type, proto, _, address in resolve(exchange, timeout, proxy_host, proxy_port, 0, socket.SOCK_STREAM):
-        sock = None
+    def make(family: int, sock_type: int, proto: int) -> Any:
+        sock = kind(family, sock_type, proto)
+        for option in connection.socket_options or ():
+            sock.setsockopt(*option)
+        sock.settimeout(timeout)
+        return sock
+
+    def link(sock: Any, address: Any) -> None:
+        # The proxy by its address: PySocks would connect to it by name, a lookup inside connect().
+        sock.set_proxy(version, address[0], address[1], rdns, options["username"], options["password"])
+        sock._mcpcall_exchange = exchange
         try:
-            sock = kind(family, sock_type, proto)
-            for option in connection.socket_options or ():
-                sock.setsockopt(*option)
-            sock.settimeout(timeout)
-            # The proxy by its address: PySocks would connect to it by name, a lookup inside connect().
-            sock.set_proxy(version, address[0], address[1], rdns, options["username"], options["password"])
-            if connection.source_address:
-                sock.bind(connection.source_address)
-            sock._mcpcall_exchange = exchange
-            track_socket(connection, exchange, sock)
-            try:
-                sock.connect((host, connection.port))
-            finally:
-                sock._mcpcall_exchange = None
-            before_handshake(connection, exchange, sock)
-            return sock  # type: ignore[no-any-return]
-        except OSError as exc:  # socks.ProxyError is one
-            error = exc
-            if sock is not None:
-                untrack_socket(connection, sock)
-    if error is not None:
-        try:
-            raise error
+            sock.connect((host, connection.port))  # socks.ProxyError is an OSError
         finally:
-            error = None
-    raise OSError("getaddrinfo returns an empty list")
+            sock._mcpcall_exchange = None
+
+    rows = resolve(exchange, timeout, proxy_host, proxy_port, 0, socket.SOCK_STREAM)
+    return connect_first(connection, exchange, rows, make, link)  # type: ignore[no-any-return]
