@@ -94,72 +94,6 @@ def rows_for(sdk: bool) -> list[Row]:
 # -- the bare http.client loop: the floor over HTTP ------------------------------------
 
 
-def parse_reply(content_type: str, body: bytes) -> dict[str, Any]:
-    """The ``result`` of a JSON-RPC response sent as a JSON body or on an SSE stream."""
-    if content_type.startswith("text/event-stream"):
-        for line in body.splitlines():
-            if line.startswith(b"data:") and len(line) > 6:
-                message = json.loads(line[5:])
-                if "id" in message:
-                    return message["result"]  # type: ignore[no-any-return]
-        raise RuntimeError(f"no response in the SSE stream: {body[:200]!r}")
-    return json.loads(body)["result"]  # type: ignore[no-any-return]
-
-
-class HttpClientLoop:
-    """``http.client`` keep-alive connections (one per calling thread), one POST per call, the reply parsed by hand.
-
-    Legacy handshake first (``Mcp-Session-Id``), then no timeouts, no cancellation,
-    no checks, no auth: the floor for any Python client over Streamable HTTP.
-    """
-
-    def __init__(self, url: str) -> None:
-        parts = urlsplit(url)
-        self.host, self.port, self.path = parts.hostname or "127.0.0.1", parts.port or 80, parts.path
-        self._local = threading.local()
-        self._ids = itertools.count(1)
-        self._dumps = json.JSONEncoder(separators=(",", ":")).encode
-        self.headers = {"Accept": bench_http.ACCEPT, "Content-Type": "application/json"}
-        info = {"name": "http.client", "version": "1"}
-        init, session = self._post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": bench_http.LEGACY_VERSION, "capabilities": {}, "clientInfo": info}})
-        self.headers["Mcp-Session-Id"] = session
-        self.headers["MCP-Protocol-Version"] = bench_http.LEGACY_VERSION
-        self.instructions = init.get("instructions", "")
-        self._post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def _connection(self) -> http.client.HTTPConnection:
-        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = http.client.HTTPConnection(self.host, self.port)
-        return conn
-
-    def _post(self, message: dict[str, Any]) -> tuple[dict[str, Any], str]:
-        conn = self._connection()
-        try:
-            conn.request("POST", self.path, self._dumps(message).encode(), self.headers)
-            response = conn.getresponse()
-        except (ConnectionError, http.client.HTTPException):  # the server closed an idle connection: reopen once
-            conn.close()
-            conn.request("POST", self.path, self._dumps(message).encode(), self.headers)
-            response = conn.getresponse()
-        body = response.read()
-        if "id" not in message:
-            return {}, ""
-        return parse_reply(response.getheader("content-type", ""), body), response.getheader("mcp-session-id", "")
-
-    def call_echo(self) -> str:
-        message = {"jsonrpc": "2.0", "id": next(self._ids), "method": "tools/call",
-                   "params": {"name": "echo", "arguments": ARGS}}
-        return str(self._post(message)[0]["content"][0]["text"])
-
-    def close(self) -> None:
-        conn = self._connection()
-        conn.request("DELETE", self.path, headers=self.headers)
-        conn.getresponse().read()
-        conn.close()
-
-
 class HttpSseLoop:
     """The same floor over HTTP+SSE: one ``http.client`` GET stream read by one thread, ``{id: Future}``, and
     keep-alive POST connections (one per calling thread) to the endpoint the stream names.
@@ -296,7 +230,7 @@ def worker_main(client: str, era: str, target: str) -> None:
     if target == STDIO:  # mcpcall or the raw loop, each with its own fast_server.py
         thread_worker(kind, bench_stdio.SERVER, "raw", bench_stdio.RawClient)
     else:
-        baseline = ((HttpSseLoop if target.endswith("/sse") else HttpClientLoop) if client == "http.client"
+        baseline = ((HttpSseLoop if target.endswith("/sse") else bench_http.HTTPClientLoop) if client == "http.client"
                     else bench_http.RequestsClient)
         thread_worker(kind, target, client if client in BASELINES else "requests", baseline)
 

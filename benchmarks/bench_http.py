@@ -51,6 +51,18 @@ BIG_CLIENTS = ("mcpcall", "requests", "json.loads", "sseclient")
 # -- the requests loop: the least a requests-based client can do ----------------------
 
 
+def parse_reply(content_type: str, body: bytes) -> dict[str, Any]:
+    """The ``result`` of a JSON-RPC response sent as a JSON body or on an SSE stream, parsed by hand."""
+    if content_type.startswith("text/event-stream"):
+        for line in body.splitlines():
+            if line.startswith(b"data:") and len(line) > 6:
+                message = json.loads(line[5:])
+                if "id" in message:
+                    return message["result"]  # type: ignore[no-any-return]
+        raise RuntimeError(f"no response in the SSE stream: {body[:200]!r}")
+    return json.loads(body)["result"]  # type: ignore[no-any-return]
+
+
 class RequestsClient:
     """One ``requests.Session``; initialize, then one POST per call, JSON or SSE reply parsed by hand.
 
@@ -81,15 +93,7 @@ class RequestsClient:
 
     @staticmethod
     def _result(response: Any) -> dict[str, Any]:
-        body = response.content
-        if response.headers.get("content-type", "").startswith("text/event-stream"):
-            for line in body.splitlines():
-                if line.startswith(b"data:") and len(line) > 6:
-                    message = json.loads(line[5:])
-                    if "id" in message:
-                        return message["result"]  # type: ignore[no-any-return]
-            raise RuntimeError(f"no response in the SSE stream: {body[:200]!r}")
-        return json.loads(body)["result"]  # type: ignore[no-any-return]
+        return parse_reply(response.headers.get("content-type", ""), response.content)
 
     def call_echo(self) -> str:
         with self._lock:
@@ -152,14 +156,7 @@ class HTTPClientLoop:
 
     @staticmethod
     def _result(headers: Any, body: bytes) -> dict[str, Any]:
-        if (headers.get("content-type") or "").startswith("text/event-stream"):
-            for line in body.splitlines():
-                if line.startswith(b"data:") and len(line) > 6:
-                    message = json.loads(line[5:])
-                    if "id" in message:
-                        return message["result"]  # type: ignore[no-any-return]
-            raise RuntimeError(f"no response in the SSE stream: {body[:200]!r}")
-        return json.loads(body)["result"]  # type: ignore[no-any-return]
+        return parse_reply(headers.get("content-type") or "", body)
 
     def call_echo(self) -> str:
         with self._lock:

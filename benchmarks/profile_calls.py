@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     try:
         if opts.only != "stdio":
-            from bench_all import HttpClientLoop
+            from bench_http import HTTPClientLoop as HttpClientLoop
 
             for reply, args in (("json", ("sdk", "--json-response")), ("sse", ("sdk",))):
                 server = bench_http.Server(*args)
