@@ -58,7 +58,7 @@ from .session.lifecycle import Connection, close_all, collected
 from .session.subscriptions import ChangeEvent, Subscription, Subscriptions
 from .session.tasks import Task, Tasks
 from .session.tools import ToolCatalog
-from .transports.base import Transport, caller_waits
+from .transports.base import Transport
 from .types import (
     CallToolResult,
     Completion,
@@ -437,9 +437,7 @@ class Client:
         returns. With ``task=True`` (the tasks extension) this returns a
         :class:`Task` as soon as the server has taken the call on.
         """
-        # This thread blocks on it: a transport may run its I/O right here. Not on the callbacks thread, whose
-        # queue must keep running while it waits (a server request inside the reply needs a handler there).
-        with caller_waits(not self._caller.connection.callbacks.in_callback_thread()):
+        with self._caller.blocking():  # this thread waits for it: a transport may run its I/O right here
             future = self.call_tool_future(name, arguments, **options)
         return self._caller.wait(future)
 

@@ -441,15 +441,24 @@ class Caller:
                 return inner(result, future) if inner is not None else result
 
             call.transform = keep
-            with caller_waits(not self.callbacks.in_callback_thread()):  # see Client.call_tool
+            with self.blocking():
                 future = self.send(call)
             value = self.wait(future)
             if raw:
                 self.cache.put(call.method, call.params, raw[0], generation)
             return value
-        with caller_waits(not self.callbacks.in_callback_thread()):
+        with self.blocking():
             future = self.send(call)
         return self.wait(future)
+
+    def blocking(self) -> Any:
+        """``with caller_waits(...)`` around sending a request this thread will then wait for.
+
+        A transport may then run the request's I/O on this thread. Not on the
+        callbacks thread, whose queue must keep running while it waits (a server
+        request inside the reply needs a handler there).
+        """
+        return caller_waits(not self.callbacks.in_callback_thread())
 
     def _new_session(self, call: Call) -> None:
         """The server dropped our (legacy HTTP) session: initialize again, once, for everyone.
