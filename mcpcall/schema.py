@@ -129,7 +129,7 @@ class _Budget:
     def __init__(self, left: int, deadline: float) -> None:
         self.left = left
         self.deadline = deadline
-        self.clock_at = left - _CLOCK_STEPS if deadline != math.inf else -1
+        self.clock_at = left - _CLOCK_STEPS if deadline != math.inf else 0  # below 0: over budget
 
     def spend(self, steps: int) -> None:
         self.left -= steps
