@@ -186,3 +186,32 @@ def pytest_configure(config: pytest.Config) -> None:
             pytest.exit(f"MCPCALL_INSTALLED=1 but mcpcall was imported from the checkout ({mcpcall.__file__}), "
                         "not the installed wheel: run .venv/bin/pytest --import-mode=append (see the Makefile)", 4)
     config.addinivalue_line("markers", "allow_leaks: do not check this test for leaked threads/processes/fds")
+
+
+def self_signed_cert(directory: Path) -> tuple:
+    """A self-signed CA certificate for 127.0.0.1 (its IP in the subjectAltName) and its key, as PEM files in
+    ``directory``: (cert path, key path)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = directory / "cert.pem", directory / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return str(cert_file), str(key_file)

@@ -13,7 +13,6 @@ so the client's SYN goes unanswered) and a listening socket that never accepts
 
 from __future__ import annotations
 
-import datetime
 import socket
 import threading
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ import pytest
 
 import mcpcall
 from mcpcall.config import make_transport
-from tests.conftest import wait_until
+from tests.conftest import self_signed_cert, wait_until
 from tests.servers.http_fault_server import FaultServer
 from tests.test_http import server  # noqa: F401 - the fixture: a fault server, collected after each test
 from tests.test_http_hardening import Background, outcome_of
@@ -51,24 +50,7 @@ def silent_tls() -> Iterator[int]:
 @pytest.fixture
 def ca_file(tmp_path: Path) -> str:
     """A self-signed certificate for 127.0.0.1 (the handshake never gets far enough to check it)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    path = tmp_path / "ca.pem"
-    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return str(path)
+    return str(self_signed_cert(tmp_path)[0])
 
 
 def connecting(transport: Any) -> bool:

@@ -15,15 +15,16 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
 import mcpcall
+from tests.conftest import self_signed_cert
 from tests.servers.http_fault_server import FaultServer, Reply
 from tests.test_http import server  # noqa: F401 - the fixture: a fault server, collected after each test
-
 
 
 def connect(url: str, **options: Any) -> mcpcall.Client:
@@ -396,37 +397,16 @@ def test_the_pool_is_driven_directly_with_urllib3s_timeouts_and_errors(server: F
 @pytest.fixture
 def tls_server(tmp_path: Any) -> Iterator[tuple[FaultServer, str]]:
     """The fault server over TLS, with a self-signed certificate for 127.0.0.1; yields it and the CA file."""
-    import datetime
-    import ipaddress
     import ssl
 
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    cert_file, key_file = self_signed_cert(Path(tmp_path))
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(str(cert_file), str(key_file))
+    context.load_cert_chain(cert_file, key_file)
     s = FaultServer().start()
     assert s._httpd is not None
     s._httpd.socket = context.wrap_socket(s._httpd.socket, server_side=True)
     try:
-        yield s, str(cert_file)
+        yield s, cert_file
     finally:
         gc.collect()
         s.stop()
