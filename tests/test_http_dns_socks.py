@@ -20,7 +20,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -122,11 +122,16 @@ def test_the_connect_timeout_ends_a_hanging_lookup(resolver: Resolver) -> None:
 
 
 def test_close_ends_a_connect_in_a_hanging_lookup(resolver: Resolver) -> None:
-    transport = make_transport({"url": "http://slow.invalid:9/mcp"})
+    close_while_connecting(make_transport({"url": "http://slow.invalid:9/mcp"}), lambda: resolver.hanging >= 1,
+                           "connect() never started its lookup")
+
+
+def close_while_connecting(transport: Any, started: Callable[[], bool], never: str) -> None:
+    """close() once ``started()``: it returns promptly, and the connect() in progress ends with ConnectionClosed."""
     client = mcpcall.Client(transport, timeout=30, protocol="legacy")
     job = Background(client.connect)
     try:
-        assert wait_until(lambda: resolver.hanging >= 1), "connect() never started its lookup"
+        assert wait_until(started), never
         _, error, took = outcome_of(client.close)
         assert error is None and took < MARGIN, f"close() took {took:.1f} s ({error})"
         assert job.done_within(MARGIN), "connect() still waits after close()"
@@ -388,19 +393,8 @@ def test_connect_through_a_stalling_socks_proxy_ends_at_its_deadline(stalling: S
 
 @needs_pysocks
 def test_close_ends_a_connect_stalled_in_the_socks_negotiation(stalling: Socks5) -> None:
-    transport = make_transport("http://127.0.0.1:9/mcp", http={"proxies": {"http": stalling.url}})
-    client = mcpcall.Client(transport, timeout=30, protocol="legacy")
-    job = Background(client.connect)
-    try:
-        assert wait_until(lambda: bool(stalling.asked())), "connect() never reached the proxy"
-        _, error, took = outcome_of(client.close)
-        assert error is None and took < MARGIN, f"close() took {took:.1f} s ({error})"
-        assert job.done_within(MARGIN), "connect() still waits after close()"
-        assert isinstance(job.error, mcpcall.ConnectionClosed), job.error
-        assert http_workers() == []
-    finally:
-        client.close()
-        job.done_within(30)
+    close_while_connecting(make_transport("http://127.0.0.1:9/mcp", http={"proxies": {"http": stalling.url}}),
+                           lambda: bool(stalling.asked()), "connect() never reached the proxy")
 
 
 @needs_pysocks
