@@ -27,9 +27,18 @@ def child_pythonpath() -> str:
     return os.pathsep.join(dict.fromkeys([here, str(ROOT)]))
 
 
+def python_argv() -> List[str]:
+    """This Python, for a child that mcpcall spawns with its minimal environment (which drops PYTHONSAFEPATH):
+    under ``make test`` (the installed wheel, Python 3.11+) with ``-P``, so that ``-m mcpcall...`` run in the
+    checkout does not put the checkout's ``mcpcall`` first and the child tests the same package as this process."""
+    if os.environ.get("MCPCALL_INSTALLED") == "1" and sys.version_info >= (3, 11):
+        return [PYTHON, "-P"]
+    return [PYTHON]
+
+
 def demo_argv(*extra: str) -> List[str]:
     """argv for the bundled demo server."""
-    return [PYTHON, "-m", "mcpcall.demo_server", *extra]
+    return [*python_argv(), "-m", "mcpcall.demo_server", *extra]
 
 
 def fault_argv(*faults: str, extra: tuple = ()) -> List[str]:

@@ -11,7 +11,7 @@ import pytest
 import mcpcall
 from mcpcall import Client, ConfigError, ProtocolError, RPCError
 from mcpcall.transports.memory import MemoryTransport, Reply
-from tests.conftest import wait_until
+from tests.conftest import demo_argv, wait_until
 
 Msg = Dict[str, Any]
 MODERN = "2026-07-28"
@@ -425,10 +425,8 @@ def test_on_log_alone_asks_a_modern_server_for_logs_at_info() -> None:
 
 
 def test_on_log_alone_receives_a_modern_demo_servers_logs() -> None:
-    import sys
-
     got: List[Any] = []
-    with mcpcall.connect([sys.executable, "-m", "mcpcall.demo_server"], protocol="modern", timeout=20,
+    with mcpcall.connect(demo_argv(), protocol="modern", timeout=20,
                          on_log=lambda level, logger, data: got.append((level, data))) as c:
         c.call_tool("slow", {"seconds": 0, "steps": 0})  # logs "starting" at info when the request asks
         assert wait_until(lambda: bool(got), 5), "no log message reached on_log"

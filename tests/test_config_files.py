@@ -14,6 +14,7 @@ import pytest
 
 import mcpcall
 from mcpcall import ConfigError, ServerConfig, find_config, load_config
+from tests.conftest import demo_argv
 
 PYTHON = sys.executable
 SECRETS = ("sk-env-s3cr3t", "hdr-s3cr3t", "url-s3cr3t", "input-s3cr3t", "file-s3cr3t")
@@ -420,7 +421,7 @@ def test_find_config_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_connect_to_the_only_server_of_a_config() -> None:
-    with mcpcall.connect({"mcpServers": {"demo": {"command": PYTHON, "args": ["-m", "mcpcall.demo_server"]}}}) as client:
+    with mcpcall.connect({"mcpServers": {"demo": {"command": demo_argv()[0], "args": demo_argv()[1:]}}}) as client:
         assert client.name == "demo"
         assert "echo" in [tool.name for tool in client.list_tools()]
 
@@ -428,7 +429,7 @@ def test_connect_to_the_only_server_of_a_config() -> None:
 def test_server_config_connect_uses_its_name_and_timeout(tmp_path: Path) -> None:
     path = _write(tmp_path / ".mcp.json", {"mcpServers": {
         "off": {"command": "nothing-here", "disabled": True},
-        "demo": {"command": PYTHON, "args": ["-m", "mcpcall.demo_server"], "timeout": 20, "autoApprove": ["echo"]},
+        "demo": {"command": demo_argv()[0], "args": demo_argv()[1:], "timeout": 20, "autoApprove": ["echo"]},
     }})
     config = load_config(path)["demo"]
     with config.connect() as client:

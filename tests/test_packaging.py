@@ -196,3 +196,17 @@ def test_cli_demo_runs(installed: tuple[Path, Path]) -> None:
     venv, scratch = installed
     done = _run([venv / "bin" / "mcpcall", "demo"], scratch, timeout=120)
     assert done.stdout.strip()
+
+
+def test_a_child_python_spawned_with_the_minimal_environment_imports_the_tested_mcpcall() -> None:
+    """mcpcall spawns servers with its minimal environment, which drops PYTHONSAFEPATH: a ``-m mcpcall...`` child
+    run in the checkout must still import the mcpcall this process tests (``python_argv()`` adds ``-P`` under
+    ``make test``), not the checkout's."""
+    import mcpcall
+    from mcpcall.transports.stdio import default_environment
+
+    from .conftest import python_argv
+
+    done = subprocess.run([*python_argv(), "-c", "import mcpcall; print(mcpcall.__file__)"], cwd=str(ROOT),
+                          env=default_environment(), capture_output=True, text=True, timeout=60, check=True)
+    assert Path(done.stdout.strip()).resolve() == Path(mcpcall.__file__).resolve()
