@@ -21,10 +21,10 @@ import logging
 import math
 import threading
 from concurrent.futures import Future, InvalidStateError
-from os import getpid
 from time import monotonic
 from typing import Any, Callable, Optional
 
+from . import forking
 from ._condition import KNOWN_FUTURE, FutureCondition
 from .callbacks import CallbackRunner
 from .errors import ConnectionClosed, InvalidRequest, MCPError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
@@ -322,7 +322,7 @@ class Dispatcher:
         continues an existing Future (a retry) under a new id.
         """
         owner = self.owner
-        if getpid() != owner.pid:  # owner.check, inline: this is every request's path
+        if owner.born != forking.generation:  # owner.check, inline: this is every request's path
             owner.check(self.name)
         if timeout is not None and timeout != math.inf and timeout <= 0:
             raise ValueError(f"timeout must be positive seconds, not {timeout!r}")

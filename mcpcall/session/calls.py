@@ -22,11 +22,10 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
-from os import getpid
 from time import monotonic
 from typing import Any, Callable
 
-from .. import jsonrpc
+from .. import forking, jsonrpc
 from ..callbacks import CallbackRunner
 from ..dispatcher import CONTINUED, Dispatcher, ProgressCallback, RequestFuture
 from ..errors import ConnectionClosed, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
@@ -178,7 +177,7 @@ class Caller:
     def send(self, call: Call) -> RequestFuture:
         """Start ``call``; the Future completes with its (transformed) result."""
         owner = self.connection.owner
-        if getpid() != owner.pid:  # owner.check, inline: this is every call's path
+        if owner.born != forking.generation:  # owner.check, inline: this is every call's path
             owner.check(self.name)
         if self.connection.closed:
             raise ConnectionClosed(f"client for server {self.name!r} is closed")
