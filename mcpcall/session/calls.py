@@ -440,15 +440,18 @@ class Caller:
                 return inner(result, future) if inner is not None else result
 
             call.transform = keep
-            with self.blocking():
-                future = self.send(call)
-            value = self.wait(future)
+            value = self.wait(self._send_blocking(call))
             if raw:
                 self.cache.put(call.method, call.params, raw[0], generation)
             return value
+        return self.wait(self._send_blocking(call))
+
+    def _send_blocking(self, call: Call) -> RequestFuture:
+        """:meth:`send` for a call this thread then waits for: within :meth:`blocking` where the transport asks."""
+        if not self.connection.transport.uses_caller_waits:
+            return self.send(call)
         with self.blocking():
-            future = self.send(call)
-        return self.wait(future)
+            return self.send(call)
 
     def blocking(self) -> Any:
         """``with caller_waits(...)`` around sending a request this thread will then wait for.

@@ -100,6 +100,7 @@ class StdioTransport(Transport):
     """Runs ``argv`` as a subprocess and exchanges newline-delimited JSON-RPC with it."""
 
     logger_name = "mcpcall.stdio"
+    uses_caller_waits = False  # a caller reads its answer itself through read_for(), not through caller_waits
 
     def __init__(
         self,
