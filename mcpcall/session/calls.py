@@ -387,10 +387,21 @@ class Caller:
                 # The only one waiting (and not the callbacks thread, whose queue must keep running): the
                 # transport may read the answer on this thread, up to the same limit as the wait below.
                 # Inside the try: a Ctrl-C while this thread reads cancels the request as one while it waits.
-                if len(connection.dispatcher._pending) == 1 and not connection.callbacks.in_callback_thread():  # in_flight()
-                    connection.transport.read_for(future, deadline + _WAIT_GRACE)
+                if connection.callbacks.in_callback_thread():
+                    connection.transport.reading()  # RequestFuture.result runs the callbacks queue meanwhile
                 else:
-                    connection.transport.reading()
+                    transport = connection.transport
+                    if len(connection.dispatcher._pending) == 1:  # in_flight()
+                        transport.read_for(future, deadline + _WAIT_GRACE)
+                    if future._state == "PENDING":
+                        transport.reading()  # the transport's threads read for this caller (from here on)
+                        if future.__class__ is RequestFuture:
+                            # Future.result's wait, without its frames and the checks RequestFuture.result
+                            # repeats (reading(), the callbacks thread): done above, once.
+                            cond = future._condition
+                            with cond:
+                                if future._state == "PENDING":
+                                    cond.wait(None if deadline == math.inf else max(0.0, deadline + _WAIT_GRACE - monotonic()))
             left = None if deadline == math.inf or future._state == "FINISHED" else max(0.0, deadline + _WAIT_GRACE - monotonic())
             try:
                 result = future.result(left)
