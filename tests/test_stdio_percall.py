@@ -208,3 +208,13 @@ def test_a_caller_alone_after_a_crowd_does_not_ask_the_reader_to_park() -> None:
     transport._crowded_at -= stdio._PARK_IDLE  # as if _PARK_IDLE had passed
     assert transport.read_for(future, deadline=0.0) is False
     assert transport._want_lead
+
+
+def test_a_waiter_that_does_not_read_for_itself_keeps_the_reader_from_parking() -> None:
+    # A lone caller had asked the reader to park after its current line; a second waiter that came before the
+    # park found the reader not parked and asked nothing, and its answer waited until the park ended (50 ms).
+    transport, cond = _unstarted()
+    transport._want_lead = True  # asked by a lone caller's read_for; the reader has not parked yet
+    transport.reading()
+    assert not transport._want_lead
+    assert cond.notified == 0

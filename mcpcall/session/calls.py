@@ -391,17 +391,18 @@ class Caller:
                     connection.transport.reading()  # RequestFuture.result runs the callbacks queue meanwhile
                 else:
                     transport = connection.transport
-                    if len(connection.dispatcher._pending) == 1:  # in_flight()
-                        transport.read_for(future, deadline + _WAIT_GRACE)
-                    if future._state == "PENDING":
-                        transport.reading()  # the transport's threads read for this caller (from here on)
-                        if future.__class__ is RequestFuture:
-                            # Future.result's wait, without its frames and the checks RequestFuture.result
-                            # repeats (reading(), the callbacks thread): done above, once.
-                            cond = future._condition
-                            with cond:
-                                if future._state == "PENDING":
-                                    cond.wait(None if deadline == math.inf else max(0.0, deadline + _WAIT_GRACE - monotonic()))
+                    alone = len(connection.dispatcher._pending) == 1  # in_flight()
+                    # A read_for() that did not read saw to the reader itself (and a lone caller's next call leads);
+                    # after one that did, or with other waiters, the transport's threads read for this caller.
+                    if (not alone or transport.read_for(future, deadline + _WAIT_GRACE)) and future._state == "PENDING":
+                        transport.reading()
+                    if future._state == "PENDING" and future.__class__ is RequestFuture:
+                        # Future.result's wait, without its frames and the checks RequestFuture.result
+                        # repeats (reading(), the callbacks thread): done above, once.
+                        cond = future._condition
+                        with cond:
+                            if future._state == "PENDING":
+                                cond.wait(None if deadline == math.inf else max(0.0, deadline + _WAIT_GRACE - monotonic()))
             left = None if deadline == math.inf or future._state == "FINISHED" else max(0.0, deadline + _WAIT_GRACE - monotonic())
             try:
                 result = future.result(left)

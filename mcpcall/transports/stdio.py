@@ -430,6 +430,10 @@ class StdioTransport(Transport):
                     self._resume = True
                     self._crowded_at = time.monotonic()  # another waiter came: read_for asks for no lead for a while
                     self._park_cond.notify_all()
+        elif self._want_lead:
+            # Not parked yet, but a lone caller asked it to park after the line it reads now: not with this
+            # waiter's answer to come (it would wait until the park ends, _PARK_IDLE at most).
+            self._want_lead = False
 
     def read_for(self, future: Any, deadline: float) -> bool:
         lock = self._park_lock
