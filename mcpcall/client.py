@@ -437,9 +437,12 @@ class Client:
         returns. With ``task=True`` (the tasks extension) this returns a
         :class:`Task` as soon as the server has taken the call on.
         """
-        with self._caller.blocking():  # this thread waits for it: a transport may run its I/O right here
+        caller = self._caller
+        if not caller.connection.transport.uses_caller_waits:
+            return caller.wait(self.call_tool_future(name, arguments, **options))
+        with caller.blocking():  # this thread waits for it: a transport may run its I/O right here
             future = self.call_tool_future(name, arguments, **options)
-        return self._caller.wait(future)
+        return caller.wait(future)
 
     # -- resources -----------------------------------------------------------------------------
 

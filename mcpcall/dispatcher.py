@@ -21,10 +21,10 @@ import logging
 import math
 import threading
 from concurrent.futures import Future, InvalidStateError
-from os import getpid
 from time import monotonic
 from typing import Any, Callable, Optional
 
+from . import forking
 from ._condition import KNOWN_FUTURE, FutureCondition
 from .callbacks import CallbackRunner
 from .errors import ConnectionClosed, InvalidRequest, MCPError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
@@ -205,10 +205,25 @@ class RequestFuture(Future):  # type: ignore[type-arg]
         """Set the result unless the Future is already done (a lost race); True if set."""
         if self.done_at is None:
             self.done_at = monotonic()  # as set_result does
-        try:
-            Future.set_result(self, result)
-        except InvalidStateError:
-            return False
+        if not KNOWN_FUTURE:  # pragma: no cover - a Python whose Future keeps other state
+            try:
+                Future.set_result(self, result)
+            except InvalidStateError:
+                return False
+            return True
+        # What Future.set_result does, without its frame and that of an empty _invoke_callbacks (every answer's path).
+        cond = self._condition
+        with cond:
+            state = self._state
+            if state != "PENDING" and state != "RUNNING":  # cancelled or finished: the race is lost
+                return False
+            self._result = result
+            self._state = "FINISHED"
+            for waiter in self._waiters:  # concurrent.futures.wait() and as_completed()
+                waiter.add_result(self)
+            cond.notify_all()
+        if self._done_callbacks:
+            self._invoke_callbacks()  # type: ignore[attr-defined]
         return True
 
     def fail(self, exc: BaseException) -> bool:
@@ -322,7 +337,7 @@ class Dispatcher:
         continues an existing Future (a retry) under a new id.
         """
         owner = self.owner
-        if getpid() != owner.pid:  # owner.check, inline: this is every request's path
+        if owner.born != forking.generation:  # owner.check, inline: this is every request's path
             owner.check(self.name)
         if timeout is not None and timeout != math.inf and timeout <= 0:
             raise ValueError(f"timeout must be positive seconds, not {timeout!r}")

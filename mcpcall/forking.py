@@ -27,7 +27,13 @@ from typing import Callable
 
 from .errors import ForkedClient
 
-__all__ = ["Owned", "forked_message", "on_fork_in_child"]
+__all__ = ["Owned", "forked_message", "generation", "on_fork_in_child"]
+
+#: How many forks lie between the first process that imported mcpcall and this one (0 there, 1 in its
+#: child, ...): the at-fork hook counts it up in each child, before any other of mcpcall's hooks run.
+#: An object made at one generation is used in a forked child when the two differ, which a hot path
+#: checks with one comparison (``owner.born != forking.generation``) instead of a ``getpid()`` system call.
+generation = 0
 
 #: owner -> (function, whether it takes the owner). The owner is held weakly, and a hook that is a method
 #: of the owner is kept as its plain function, called with the owner: an entry must never keep its own key
@@ -38,21 +44,26 @@ _hooks: weakref.WeakKeyDictionary[object, tuple[Callable[..., None], bool]] = we
 
 
 class Owned:
-    """Remembers the process that created an object; ``forked`` is True in a child."""
+    """Remembers the process that created an object; ``forked`` is True in a child.
 
-    __slots__ = ("pid",)
+    ``born`` is the fork :data:`generation` it was made at (what the checks compare),
+    ``pid`` the process (what the messages name).
+    """
+
+    __slots__ = ("born", "pid")
 
     def __init__(self) -> None:
         self.pid = os.getpid()
+        self.born = generation
 
     @property
     def forked(self) -> bool:
         """True when running in a process other than the one that created the object."""
-        return os.getpid() != self.pid
+        return self.born != generation
 
     def check(self, name: str) -> None:
         """Raise :class:`ForkedClient` when called in a forked child."""
-        if os.getpid() != self.pid:
+        if self.born != generation:
             raise ForkedClient(forked_message(name, self.pid))
 
 
@@ -93,6 +104,8 @@ def _cell_holds(cell: object, owner: object) -> bool:
 
 
 def _after_fork_in_child() -> None:
+    global generation
+    generation += 1  # first: from here on every object of the parent counts as inherited
     # Hooks stay registered (they are idempotent): a grandchild lets go of the same things again,
     # and of what the child opened since.
     for owner, (hook, takes_owner) in list(_hooks.items()):
@@ -103,5 +116,5 @@ def _after_fork_in_child() -> None:
                 hook()
 
 
-if hasattr(os, "register_at_fork"):
+if hasattr(os, "register_at_fork"):  # every platform that can fork (Windows cannot: generation stays 0)
     os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -22,11 +22,10 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
-from os import getpid
 from time import monotonic
 from typing import Any, Callable
 
-from .. import jsonrpc
+from .. import forking, jsonrpc
 from ..callbacks import CallbackRunner
 from ..dispatcher import CONTINUED, Dispatcher, ProgressCallback, RequestFuture
 from ..errors import ConnectionClosed, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
@@ -178,7 +177,7 @@ class Caller:
     def send(self, call: Call) -> RequestFuture:
         """Start ``call``; the Future completes with its (transformed) result."""
         owner = self.connection.owner
-        if getpid() != owner.pid:  # owner.check, inline: this is every call's path
+        if owner.born != forking.generation:  # owner.check, inline: this is every call's path
             owner.check(self.name)
         if self.connection.closed:
             raise ConnectionClosed(f"client for server {self.name!r} is closed")
@@ -388,10 +387,22 @@ class Caller:
                 # The only one waiting (and not the callbacks thread, whose queue must keep running): the
                 # transport may read the answer on this thread, up to the same limit as the wait below.
                 # Inside the try: a Ctrl-C while this thread reads cancels the request as one while it waits.
-                if len(connection.dispatcher._pending) == 1 and not connection.callbacks.in_callback_thread():  # in_flight()
-                    connection.transport.read_for(future, deadline + _WAIT_GRACE)
+                if connection.callbacks.in_callback_thread():
+                    connection.transport.reading()  # RequestFuture.result runs the callbacks queue meanwhile
                 else:
-                    connection.transport.reading()
+                    transport = connection.transport
+                    alone = len(connection.dispatcher._pending) == 1  # in_flight()
+                    # A read_for() that did not read saw to the reader itself (and a lone caller's next call leads);
+                    # after one that did, or with other waiters, the transport's threads read for this caller.
+                    if (not alone or transport.read_for(future, deadline + _WAIT_GRACE)) and future._state == "PENDING":
+                        transport.reading()
+                    if future._state == "PENDING" and future.__class__ is RequestFuture:
+                        # Future.result's wait, without its frames and the checks RequestFuture.result
+                        # repeats (reading(), the callbacks thread): done above, once.
+                        cond = future._condition
+                        with cond:
+                            if future._state == "PENDING":
+                                cond.wait(None if deadline == math.inf else max(0.0, deadline + _WAIT_GRACE - monotonic()))
             left = None if deadline == math.inf or future._state == "FINISHED" else max(0.0, deadline + _WAIT_GRACE - monotonic())
             try:
                 result = future.result(left)
@@ -441,15 +452,18 @@ class Caller:
                 return inner(result, future) if inner is not None else result
 
             call.transform = keep
-            with self.blocking():
-                future = self.send(call)
-            value = self.wait(future)
+            value = self.wait(self._send_blocking(call))
             if raw:
                 self.cache.put(call.method, call.params, raw[0], generation)
             return value
+        return self.wait(self._send_blocking(call))
+
+    def _send_blocking(self, call: Call) -> RequestFuture:
+        """:meth:`send` for a call this thread then waits for: within :meth:`blocking` where the transport asks."""
+        if not self.connection.transport.uses_caller_waits:
+            return self.send(call)
         with self.blocking():
-            future = self.send(call)
-        return self.wait(future)
+            return self.send(call)
 
     def blocking(self) -> Any:
         """``with caller_waits(...)`` around sending a request this thread will then wait for.

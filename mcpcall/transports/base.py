@@ -108,6 +108,9 @@ class Transport:
     session_lost: bool = False
     #: True for a transport that predates the modern era (the client goes straight to initialize).
     legacy_only: bool = False
+    #: True when a request sent within :func:`caller_waits` may run its I/O on the sending thread (HTTP); a
+    #: transport that never asks :func:`waiting_caller` says False, and callers then skip the block.
+    uses_caller_waits: bool = True
     _receiver: Receiver | None = None
     #: The logger a transport's records go to.
     logger_name = "mcpcall.transport"

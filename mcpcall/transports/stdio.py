@@ -100,6 +100,7 @@ class StdioTransport(Transport):
     """Runs ``argv`` as a subprocess and exchanges newline-delimited JSON-RPC with it."""
 
     logger_name = "mcpcall.stdio"
+    uses_caller_waits = False  # a caller reads its answer itself through read_for(), not through caller_waits
 
     def __init__(
         self,
@@ -173,6 +174,7 @@ class StdioTransport(Transport):
         self._no_lead = False
         self._leader: int | None = None
         self._last_lead = 0.0
+        self._crowded_at = -_PARK_IDLE  # when a waiter last asked a parked reader to read (see read_for)
         self._handover: bytes | None = None
         self._lead_poller: Any = None
 
@@ -421,11 +423,17 @@ class StdioTransport(Transport):
                 self._resume = False
 
     def reading(self) -> None:
-        if self._parked:
+        # Once asked (_resume), the parked reader leaves as soon as it runs: later waiters need not ask again.
+        if self._parked and not self._resume:
             with self._park_lock:
-                if self._parked:
+                if self._parked and not self._resume:
                     self._resume = True
+                    self._crowded_at = time.monotonic()  # another waiter came: read_for asks for no lead for a while
                     self._park_cond.notify_all()
+        elif self._want_lead:
+            # Not parked yet, but a lone caller asked it to park after the line it reads now: not with this
+            # waiter's answer to come (it would wait until the park ends, _PARK_IDLE at most).
+            self._want_lead = False
 
     def read_for(self, future: Any, deadline: float) -> bool:
         lock = self._park_lock
@@ -435,7 +443,14 @@ class StdioTransport(Transport):
             with lock:
                 if not self._parked or self._leader is not None or self._handover is not None or self._closing \
                         or self._no_lead or self._gone is not None:
-                    self._want_lead = True  # the reader parks after the line it reads now, for the next call
+                    if self._parked:  # behind another caller reading for itself: the reader reads for this one
+                        self._resume = True
+                        self._park_cond.notify_all()
+                    elif time.monotonic() - self._crowded_at >= _PARK_IDLE:
+                        # The reader parks after the line it reads now, for the next call; not while other
+                        # waiters came and went within _PARK_IDLE (several threads calling: each park would
+                        # only hold up their answers until one of them asks the reader back).
+                        self._want_lead = True
                     return False
                 self._leader = me
             resume = self._lead(future, deadline)
@@ -446,7 +461,8 @@ class StdioTransport(Transport):
                 with lock:
                     self._leader = None
                     self._last_lead = time.monotonic()
-                    if resume or self._handover is not None or self._closing:
+                    if resume or self._resume or self._handover is not None or self._closing:
+                        # (_resume: another waiter asked for the reader meanwhile; it waits only for this leader.)
                         self._resume = True
                         self._park_cond.notify_all()
         return True
