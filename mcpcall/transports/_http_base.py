@@ -78,12 +78,14 @@ class Job:
 def body_chunks(response: Any) -> Iterator[bytes]:
     """The body as it arrives (not waiting to fill a fixed-size buffer)."""
     if type(response) is DirectResponse:  # no content coding: each read as it came
-        read = response.read1
+        read, done = response.read1, response._original_response
         while True:
             data = read(_CHUNK)
             if not data:
                 return
             yield data
+            if done.fp is None:  # that was the end of the body (the connection is back in the pool)
+                return
     if getattr(response, "_content_consumed", False) and isinstance(getattr(response, "_content", None), bytes):
         yield response._content  # already read (an auth hook looked at it first)
         return
