@@ -226,7 +226,7 @@ class SSEDecoder:
         return event
 
 
-_SSECLIENT_LOG = logging.getLogger(SSEClient.__module__)
+_SSECLIENT_LOG = logging.getLogger(__name__)  # the logger SSEClient.__init__ would take (its class's module)
 
 
 class SSEStream(SSEClient):

@@ -206,3 +206,30 @@ def test_a_host_header_goes_out_through_urllib3s_request(transport: Any) -> None
     assert hosts == [[f"Host: 127.0.0.1:{port}".encode()], [b"Host: example.test"], [f"Host: 127.0.0.1:{port}".encode()]]
     assert all(head.startswith(b"POST /mcp HTTP/1.1\r\n") for head in raw.heads)
     assert b"\r\nX-Key: v1" in raw.heads[2] and b"\r\nContent-Length: 2" in raw.heads[2]
+
+
+def test_a_small_uncoded_body_is_read_in_one_read(server: FaultServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    import http.client
+
+    reads: list[int] = []
+    original = http.client.HTTPResponse.read1
+
+    def read1(self: http.client.HTTPResponse, n: int = -1) -> bytes:
+        reads.append(n)
+        return original(self, n)
+
+    with mcpcall.connect(server.url, protocol="modern") as client:
+        monkeypatch.setattr(http.client.HTTPResponse, "read1", read1)
+        assert client.call_tool("echo", {"message": "hi"}).text == "hi"
+        monkeypatch.undo()
+    assert len(reads) == 2  # tools/list, then tools/call: one read each (no read just to see the end of a body)
+
+
+def test_an_sse_reply_makes_no_sseclient_record_per_stream(server: FaultServer, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    server.reply = "sse"
+    with mcpcall.connect(server.url, protocol="modern") as client:
+        with caplog.at_level(logging.DEBUG, logger="mcpcall.sse"):  # SSEClient logs as its class's module
+            assert client.call_tool("echo", {"message": "hi"}).text == "hi"
+    assert [r.getMessage() for r in caplog.records if r.name == "mcpcall.sse"] == []

@@ -577,7 +577,7 @@ class DirectResponse:
                 raise
             raise error from exc
         self._read += len(data)
-        if not data or response.fp is None:  # all of it: the connection can take the next request
+        if not data or response.fp is None or response.length == 0:  # all of it: the connection can take the next request
             self._release(close=False)
         return data
 
