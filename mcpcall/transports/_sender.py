@@ -8,8 +8,10 @@ cookie jar and a ``Response``. A :class:`Sender` does that work once per URL
 (its *route*: the adapter's urllib3 pool and the request path) and then sends
 each request on that pool, as the adapter would, with the same headers requests
 would send: on one of the pool's connections directly (:func:`_drive`, what
-``urlopen`` does for requests' settings, without its per-call set-up), or
-through ``urlopen`` when the pool or its retries are not those settings.
+``urlopen`` does for requests' settings, without its per-call set-up; the head
+written and the response read with ``http.client``'s own objects, a
+:class:`DirectResponse` unless the body has a content coding), or through
+``urlopen`` when the pool or its retries are not those settings.
 
 What stays per request, as with requests:
 
