@@ -233,3 +233,27 @@ def test_an_sse_reply_makes_no_sseclient_record_per_stream(server: FaultServer, 
         with caplog.at_level(logging.DEBUG, logger="mcpcall.sse"):  # SSEClient logs as its class's module
             assert client.call_tool("echo", {"message": "hi"}).text == "hi"
     assert [r.getMessage() for r in caplog.records if r.name == "mcpcall.sse"] == []
+
+
+def test_a_signed_request_goes_out_without_reading_its_headers_through_requests_mapping(
+        server: FaultServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from requests.structures import CaseInsensitiveDict
+
+    reads: list[str] = []
+    original = CaseInsensitiveDict.__getitem__
+
+    def getitem(self: Any, key: str) -> Any:
+        reads.append(key)
+        return original(self, key)
+
+    with mcpcall.connect(server.url, protocol="legacy", auth="token-1") as client:
+        monkeypatch.setattr(CaseInsensitiveDict, "__getitem__", getitem)
+        assert client.call_tool("echo", {"message": "hi"}).text == "hi"
+        monkeypatch.undo()
+    assert reads == []  # the signed headers were written from a plain dict of them
+    signed = calls_of_tool(server, "echo")
+    assert [s.headers.get("authorization") for s in signed] == ["Bearer token-1"]
+
+
+def calls_of_tool(server: FaultServer, tool: str) -> list[Any]:
+    return [s for s in server.requests("tools/call") if s.body["params"]["name"] == tool]
