@@ -21,6 +21,7 @@ an ``id`` or ``retry`` (with ``data == ""``), so a caller can resume.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Generator, Iterator
 from typing import Any
 
@@ -225,6 +226,9 @@ class SSEDecoder:
         return event
 
 
+_SSECLIENT_LOG = logging.getLogger(__name__)  # the logger SSEClient.__init__ would take (its class's module)
+
+
 class SSEStream(SSEClient):
     """An ``SSEClient`` over an iterable of byte chunks, decoded by :class:`SSEDecoder`.
 
@@ -233,7 +237,10 @@ class SSEStream(SSEClient):
     """
 
     def __init__(self, chunks: Iterator[bytes], closer: Any = None, max_event_bytes: int = 64 * 1024 * 1024) -> None:
-        super().__init__(closer if closer is not None else chunks)
+        # What SSEClient.__init__ sets, without its logger look-up and debug record per stream.
+        self._logger = _SSECLIENT_LOG
+        self._event_source = closer if closer is not None else chunks
+        self._char_enc = "utf-8"
         self._chunks = chunks
         self.decoder = SSEDecoder(max_event_bytes)
 

@@ -43,7 +43,7 @@ from ..scheduler import get_scheduler
 from ._exchanges import Exchange, Sending, sending, track_session
 from ._lookups import LookupTimeout
 from ._origins import origin, same_origin
-from ._sender import Sender
+from ._sender import DirectResponse, Sender
 from .base import DEFAULT_MAX_MESSAGE_BYTES, Receiver, Transport, caller_waits, waiting_caller
 
 __all__ = ["CauseSummary", "HTTPBase", "Job", "error_in_body"]
@@ -77,6 +77,15 @@ class Job:
 
 def body_chunks(response: Any) -> Iterator[bytes]:
     """The body as it arrives (not waiting to fill a fixed-size buffer)."""
+    if type(response) is DirectResponse:  # no content coding: each read as it came
+        read, done = response.read1, response._original_response
+        while True:
+            data = read(_CHUNK)
+            if not data:
+                return
+            yield data
+            if done.fp is None:  # that was the end of the body (the connection is back in the pool)
+                return
     if getattr(response, "_content_consumed", False) and isinstance(getattr(response, "_content", None), bytes):
         yield response._content  # already read (an auth hook looked at it first)
         return
@@ -103,6 +112,8 @@ def _content_coding(response: Any) -> str | None:
 
 def _content_length(response: Any) -> int | None:
     """The body's length in bytes as read (``Content-Length`` of an uncoded body), if the server said."""
+    if type(response) is DirectResponse:
+        return response.length  # http.client's reading of Content-Length (None when chunked or not said)
     if _content_coding(response) is not None or "chunked" in str(response.headers.get("transfer-encoding") or "").lower():
         return None
     value = str(response.headers.get("content-length") or "").strip()
