@@ -332,7 +332,7 @@ class Pieces:
                 piece.close()
 
 
-def decode_parts(parts: list[Piece]) -> Any:
+def decode_parts(parts: list[Piece], errors: str = "surrogatepass") -> Any:
     """:func:`decode` for a message read in pieces, which the caller gives up: the list is emptied as it is read.
 
     A large message's long strings (a 10 MB tool result's text) are built piece
@@ -342,17 +342,19 @@ def decode_parts(parts: list[Piece]) -> Any:
     the message, with a placeholder for each long string, is parsed as
     :func:`decode` parses it; the result, and what is refused, are the same
     (a small or non-UTF-8 message is simply joined and given to
-    :func:`decode_buffer`).
+    :func:`decode_buffer`). With ``errors="replace"`` the bytes are read as UTF-8
+    with bad bytes replaced, as an SSE event's data is: the result is
+    :func:`decode` of that text.
     """
     first = parts[0] if parts else b""
     if sum(map(len, parts)) < _LARGE_MESSAGE or len(first) < 4 or json.detect_encoding(first[:4]) != "utf-8":
         buffer = bytearray().join(parts)
         parts.clear()
-        return decode_buffer(buffer)
+        return _decode_whole(buffer, errors)
     excerpt = bytes(first[:80])
     parts.reverse()  # the next piece last: each is popped, and let go, in turn
     try:
-        return _LargeMessage(parts).decode()
+        return _LargeMessage(parts, errors).decode()
     except (ValueError, RecursionError) as exc:  # a long string that is not JSON's (decode_buffer raises ProtocolError)
         raise ProtocolError(f"not JSON ({exc}): {excerpt!r}") from exc
     finally:
@@ -424,10 +426,20 @@ def _cut(data: Piece, end: int) -> int:
     return 0
 
 
-def _piece(carry: bytearray) -> str:
+def _decode_whole(buffer: bytearray, errors: str) -> Any:
+    if errors == "surrogatepass":
+        return decode_buffer(buffer)
+    try:
+        text = buffer.decode("utf-8", errors)
+    finally:
+        _release(buffer)
+    return decode(text)
+
+
+def _piece(carry: bytearray, errors: str) -> str:
     """The value of a complete stretch of a JSON string's text (no cut escape or character); ``carry`` is emptied."""
     carry += b'"'
-    text = carry.decode("utf-8", "surrogatepass")
+    text = carry.decode("utf-8", errors)
     carry.clear()
     return _scanstring(text, 0, True)[0]
 
@@ -439,7 +451,8 @@ class _LargeMessage:
     hands the values back in document order.
     """
 
-    def __init__(self, parts: list[Piece]) -> None:
+    def __init__(self, parts: list[Piece], errors: str) -> None:
+        self.errors = errors
         self.parts = parts  # the next piece last
         self.part: Piece = b""
         self.pos = 0
@@ -508,17 +521,17 @@ class _LargeMessage:
                 if cut <= at:
                     break
                 carry += part[at:cut]
-                yield _piece(carry)
+                yield _piece(carry, self.errors)
                 at = cut
             if end >= 0:
                 carry += part[at:end]
                 self.pos = end + 1
-                yield _piece(carry)
+                yield _piece(carry, self.errors)
                 return
             cut = _cut(part, size)
             if cut > at:
                 carry += part[at:cut]
-                yield _piece(carry)
+                yield _piece(carry, self.errors)
                 at = cut
             carry += part[at:] if at else part
         raise ValueError("Unterminated string")
@@ -526,7 +539,7 @@ class _LargeMessage:
     def _parse(self) -> Any:
         skeleton, values = self.skeleton, self.values
         if not values:
-            return decode_buffer(skeleton)
+            return _decode_whole(skeleton, self.errors)
         if skeleton.count(b"NaN") == len(values) and b"Infinity" not in skeleton:
             given: Iterator[Any] = iter(values)
         else:  # the message has NaN or Infinity of its own (or the text of them in a string)
@@ -540,7 +553,7 @@ class _LargeMessage:
             return _CONSTANTS[name] if value is None else value
 
         try:
-            text = skeleton.decode("utf-8", "surrogatepass")
+            text = skeleton.decode("utf-8", self.errors)
             return json.JSONDecoder(parse_constant=constant).decode(text)
         except (ValueError, RecursionError):
             pass
@@ -554,7 +567,7 @@ class _LargeMessage:
         whole += skeleton[last:]
         _release(skeleton)
         values.clear()
-        return decode_buffer(whole)
+        return _decode_whole(whole, self.errors)
 
 
 def classify(message: Any) -> str:

@@ -135,7 +135,7 @@ def test_peak_rss_of_a_10_mb_result_stays_near_twice_its_size(path: str) -> None
     assert ratio < BOUND, f"peak RSS growth {ratio:.2f}x the result over {path}"
 
 
-RSS_PATHS = ["stdio", "http-json"]
+RSS_PATHS = ["stdio", "http-json", "http-sse", "httpsse"]
 
 
 @pytest.mark.timeout(120)
