@@ -401,7 +401,10 @@ class HTTPBase(Transport):
         lets each go once its text is taken: a large result is held about once, not
         as bytes beside their text and then text beside the parsed value.
         """
-        return jsonrpc.decode_parts(self.read_parts(response, what))
+        parts = self.read_parts(response, what)
+        if len(parts) == 1 and parts[0].__class__ is bytes:  # a small body, in one read
+            return jsonrpc.decode(parts[0])
+        return jsonrpc.decode_parts(parts)
 
     def read_parts(self, response: Any, what: str, limit: int | None = None) -> list[jsonrpc.Piece]:
         """The whole body of ``response`` as the reads it came in, at most ``limit`` (default ``max_message_bytes``) bytes.
