@@ -27,7 +27,7 @@ from typing import Any
 from sseclient import Event, SSEClient
 
 from .errors import ProtocolError
-from .jsonrpc import Piece, Pieces
+from .pieces import Piece, Pieces
 
 __all__ = ["MAX_RETRY_MS", "Event", "LargeEvent", "SSEDecoder", "SSEStream"]
 
@@ -80,7 +80,7 @@ class _Taken:
 
 
 class _Long:
-    """A long data line kept as the reads it came in (:class:`jsonrpc.Pieces`: blocks mapped on their own)."""
+    """A long data line kept as the reads it came in (:class:`pieces.Pieces`: blocks mapped on their own)."""
 
     __slots__ = ("parts", "size")
 
@@ -101,7 +101,7 @@ class _Long:
 class LargeEvent(Event):
     """An event whose data is one long line, kept as the reads it came in.
 
-    :meth:`take` hands them to :func:`jsonrpc.decode_parts` (with ``errors="replace"``,
+    :meth:`take` hands them to :func:`pieces.decode_parts` (with ``errors="replace"``,
     as ``data`` is decoded), which lets each go once decoded: the text is never held
     beside its bytes. ``data`` still gives the text (made when asked for).
     """
@@ -207,7 +207,7 @@ class SSEDecoder:
         del buffer[:start]
         if len(buffer) >= _TAKE and buffer.startswith(b"data:"):
             # A long data line not yet ended: its reads are kept as they come from now on, in blocks mapped on
-            # their own, which decoding its JSON lets go one by one (jsonrpc.decode_parts), not joined in the buffer.
+            # their own, which decoding its JSON lets go one by one (pieces.decode_parts), not joined in the buffer.
             self._long = Pieces()
             self._long.append(bytes(memoryview(buffer)[6 if buffer[5:6] == b" " else 5 :]))
             del buffer[:]

@@ -8,7 +8,7 @@ of 2.5x fails any path that keeps one more full copy (pieces and their join, the
 bytes beside their text, an SSE event's data copied out of its buffer).
 The RSS tests (the benchmark's own clients and servers) hold every path under 1.7x, on later calls in
 one process too: a long string is built piece by piece from reads kept in blocks mapped on their own
-(``jsonrpc.decode_parts``, ``jsonrpc.Pieces``); the ``decode_parts`` tests check that it parses and
+(``pieces.decode_parts``, ``pieces.Pieces``); the ``decode_parts`` tests check that it parses and
 refuses exactly what ``decode`` does, however the message is cut.
 Speed and RSS figures are in ``benchmarks/bench_memory.py``, not here.
 """
@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 import mcpcall
-from mcpcall import jsonrpc
+from mcpcall import jsonrpc, pieces
 from mcpcall.errors import ProtocolError
 from tests.servers.http_fault_server import FaultServer
 
@@ -226,8 +226,8 @@ def _pieces(data: bytes, size: int) -> list[bytes]:
 @pytest.fixture
 def small_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     # The same code paths on small messages: "large" from 64 bytes, "long" strings from 16.
-    monkeypatch.setattr(jsonrpc, "_LARGE_MESSAGE", 64)
-    monkeypatch.setattr(jsonrpc, "_LONG_STRING", 16)
+    monkeypatch.setattr(pieces, "_LARGE_MESSAGE", 64)
+    monkeypatch.setattr(pieces, "_LONG_STRING", 16)
 
 
 TRICKY = [
@@ -249,7 +249,7 @@ def test_decode_parts_parses_as_decode_does_however_the_message_is_cut(
                                                       "n": [1.5, -2, None, True, "NaN Infinity"], "k": {"x" * 40: "y"}}}
     data = json.dumps(message, ensure_ascii=ensure_ascii).encode("utf-8", "surrogatepass")
     parts = _pieces(data, piece)
-    assert jsonrpc.decode_parts(parts) == jsonrpc.decode(data)  # (escapes of a surrogate pair: one character)
+    assert pieces.decode_parts(parts) == jsonrpc.decode(data)  # (escapes of a surrogate pair: one character)
     assert parts == []
 
 
@@ -262,7 +262,7 @@ def test_decode_parts_parses_as_decode_does_however_the_message_is_cut(
 ])
 def test_decode_parts_handles_what_decode_handles(small_limits: None, data: bytes) -> None:
     for piece in (1, 4, 9, 50):
-        assert repr(jsonrpc.decode_parts(_pieces(data, piece))) == repr(jsonrpc.decode(data))  # repr: NaN != NaN
+        assert repr(pieces.decode_parts(_pieces(data, piece))) == repr(jsonrpc.decode(data))  # repr: NaN != NaN
 
 
 @pytest.mark.parametrize("data", [
@@ -280,7 +280,7 @@ def test_decode_parts_refuses_what_decode_refuses(small_limits: None, data: byte
     for piece in (1, 7, 64):
         parts = _pieces(data, piece)
         with pytest.raises(ProtocolError, match="not JSON"):
-            jsonrpc.decode_parts(parts)
+            pieces.decode_parts(parts)
         assert parts == []
 
 
@@ -295,7 +295,7 @@ def test_decode_parts_holds_a_large_message_about_once() -> None:
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
-        value = jsonrpc.decode_parts(parts)
+        value = pieces.decode_parts(parts)
         peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()

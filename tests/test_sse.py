@@ -146,7 +146,7 @@ def _split(data: bytes, size: int) -> list[bytes]:
 @pytest.mark.parametrize("ending", [b"\n", b"\r\n", b"\r"])
 @pytest.mark.parametrize("size", [1000, 4096, 65536, 300_001])
 def test_a_long_data_line_read_in_pieces_is_one_large_event(ending: bytes, size: int) -> None:
-    from mcpcall import jsonrpc
+    from mcpcall import jsonrpc, pieces
     from mcpcall.sse import LargeEvent
 
     value = '{"jsonrpc":"2.0","id":1,"result":{"text":"' + "\u00fc long text \\n" * 150_000 + '"}}'
@@ -157,7 +157,7 @@ def test_a_long_data_line_read_in_pieces_is_one_large_event(ending: bytes, size:
     large, after = events
     assert isinstance(large, LargeEvent) and after.data == "next"
     assert large.data == value  # the text, when asked for
-    assert jsonrpc.decode_parts(large.take(), "replace") == jsonrpc.decode(value)
+    assert pieces.decode_parts(large.take(), "replace") == jsonrpc.decode(value)
     assert large.data == ""
     assert decoder.last_event_id == "7"
 

@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Callable, Union
 from urllib.parse import urljoin
 
-from .. import jsonrpc
+from .. import jsonrpc, pieces
 from ..auth import BearerAuth
 from ..config import redact_url
 from ..errors import ConfigError, ConnectionClosed, HTTPError, MCPError, ProtocolError, RequestTimeout
@@ -397,16 +397,16 @@ class HTTPBase(Transport):
     def read_message(self, response: Any, what: str) -> Any:
         """The JSON body of ``response``, parsed (at most ``max_message_bytes``; :class:`ProtocolError` if not JSON).
 
-        The body's reads are handed to :func:`jsonrpc.decode_parts` as they came, which
+        The body's reads are handed to :func:`pieces.decode_parts` as they came, which
         lets each go once its text is taken: a large result is held about once, not
         as bytes beside their text and then text beside the parsed value.
         """
         parts = self.read_parts(response, what)
         if len(parts) == 1 and parts[0].__class__ is bytes:  # a small body, in one read
             return jsonrpc.decode(parts[0])
-        return jsonrpc.decode_parts(parts)
+        return pieces.decode_parts(parts)
 
-    def read_parts(self, response: Any, what: str, limit: int | None = None) -> list[jsonrpc.Piece]:
+    def read_parts(self, response: Any, what: str, limit: int | None = None) -> list[pieces.Piece]:
         """The whole body of ``response`` as the reads it came in, at most ``limit`` (default ``max_message_bytes``) bytes.
 
         A ``Content-Length`` over the limit is refused before anything is read, a body
@@ -416,7 +416,7 @@ class HTTPBase(Transport):
         length = _content_length(response)
         if length is not None and length > limit:
             raise self._over_limit(limit, what)
-        parts = jsonrpc.Pieces()  # past a MiB, in blocks mapped on their own: each unmapped once decoded
+        parts = pieces.Pieces()  # past a MiB, in blocks mapped on their own: each unmapped once decoded
         try:
             for chunk in body_chunks(response):
                 if parts.size + len(chunk) > limit:

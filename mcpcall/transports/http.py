@@ -30,7 +30,7 @@ import threading
 import time
 from typing import Any
 
-from .. import jsonrpc
+from .. import jsonrpc, pieces
 from ..errors import ConnectionClosed, HTTPError, MCPError, ProtocolError, SessionExpired
 from ..headers import HeaderParams, param_headers, standard_headers
 from ..protocol import META_VERSION
@@ -347,7 +347,7 @@ class HTTPTransport(HTTPBase):
                 if event.event not in ("message", "") or not (large or event.data):
                     continue
                 try:  # a large event's data as the reads it came in, each let go once decoded
-                    message = jsonrpc.decode_parts(event.take(), "replace") if isinstance(event, LargeEvent) else jsonrpc.decode(event.data)
+                    message = pieces.decode_parts(event.take(), "replace") if isinstance(event, LargeEvent) else jsonrpc.decode(event.data)
                 except ProtocolError as exc:
                     if self._receiver is not None:
                         self._receiver.on_warning(f"server {self.name!r} sent an SSE event that is not JSON; skipped: {exc}",

@@ -13,7 +13,7 @@ from time import monotonic
 from typing import Any
 from urllib.parse import urljoin
 
-from .. import jsonrpc
+from .. import jsonrpc, pieces
 from ..config import redact_url
 from ..errors import ConnectionClosed, HTTPError, MCPError, ProtocolError
 from ..sse import LargeEvent, SSEStream
@@ -121,7 +121,7 @@ class SSETransport(HTTPBase):
                 if event.event not in ("message", "") or not (large or event.data):
                     continue
                 try:  # a large event's data as the reads it came in, each let go once decoded
-                    self._deliver(jsonrpc.decode_parts(event.take(), "replace") if isinstance(event, LargeEvent) else jsonrpc.decode(event.data))
+                    self._deliver(pieces.decode_parts(event.take(), "replace") if isinstance(event, LargeEvent) else jsonrpc.decode(event.data))
                 except ProtocolError as exc:
                     if self._receiver is not None:
                         self._receiver.on_warning(f"server {self.name!r} sent an SSE event that is not JSON; skipped: {exc}",

@@ -42,7 +42,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import IO, Any, Callable, Union
 
-from .. import jsonrpc
+from .. import jsonrpc, pieces
 from ..errors import ConfigError, ConnectionClosed, ProtocolError
 from ..forking import Owned, on_fork_in_child
 from .base import DEFAULT_MAX_MESSAGE_BYTES, Receiver, Transport
@@ -540,8 +540,8 @@ class StdioTransport(Transport):
             poller.register(self._pidfd, select.POLLIN)
         limit = self.max_message_bytes
         # The start of a line not yet ended, as the reads it came in (past a MiB, in blocks mapped on their own):
-        # decoding lets each go once its text is taken (jsonrpc.decode_parts), so a 10 MB line is held about once.
-        partial = jsonrpc.Pieces()
+        # decoding lets each go once its text is taken (pieces.decode_parts), so a 10 MB line is held about once.
+        partial = pieces.Pieces()
         skipping = False  # inside a line over the limit
         skip_head = b""
         skip_size = 0
@@ -611,11 +611,11 @@ class StdioTransport(Transport):
                 start = end + 1
         self._on_stdout_closed(ended)
 
-    def _line(self, line: bytes | jsonrpc.Pieces, receiver: Receiver) -> None:
+    def _line(self, line: bytes | pieces.Pieces, receiver: Receiver) -> None:
         """One line from stdout; nothing it holds may end the read loop.
 
-        :class:`jsonrpc.Pieces` (a line that came in pieces) are emptied: each piece
-        goes as soon as its text is taken (:func:`jsonrpc.decode_parts`).
+        :class:`pieces.Pieces` (a line that came in pieces) are emptied: each piece
+        goes as soon as its text is taken (:func:`pieces.decode_parts`).
         """
         if isinstance(line, bytes):
             head = line
@@ -627,7 +627,7 @@ class StdioTransport(Transport):
                 line.clear()
                 return
         try:
-            message = jsonrpc.decode(line) if isinstance(line, bytes) else jsonrpc.decode_parts(line.take())
+            message = jsonrpc.decode(line) if isinstance(line, bytes) else pieces.decode_parts(line.take())
         except ProtocolError as exc:
             request_id = jsonrpc.peek_id(head[:_PEEK])
             if request_id is not None:
