@@ -28,8 +28,9 @@ from typing import Any
 from sseclient import Event, SSEClient
 
 from .errors import ProtocolError
+from .pieces import Piece, Pieces
 
-__all__ = ["MAX_RETRY_MS", "Event", "SSEDecoder", "SSEStream"]
+__all__ = ["MAX_RETRY_MS", "Event", "LargeEvent", "SSEDecoder", "SSEStream"]
 
 #: The largest ``retry`` the decoder reports; a larger value (or one of
 #: thousands of digits) is clamped to it. Transports may cap it further.
@@ -79,6 +80,51 @@ class _Taken:
         self.buffer.clear()
 
 
+class _Long:
+    """A long data line kept as the reads it came in (:class:`pieces.Pieces`: blocks mapped on their own)."""
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self, parts: list[Piece], size: int) -> None:
+        self.parts = parts
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def value(self) -> bytes:
+        return b"".join(self.parts)
+
+    def release(self) -> None:
+        self.parts = []
+
+
+class LargeEvent(Event):
+    """An event whose data is one long line, kept as the reads it came in.
+
+    :meth:`take` hands them to :func:`pieces.decode_parts` (with ``errors="replace"``,
+    as ``data`` is decoded), which lets each go once decoded: the text is never held
+    beside its bytes. ``data`` still gives the text (made when asked for).
+    """
+
+    def __init__(self, parts: list[Piece]) -> None:
+        self._parts = parts
+        super().__init__()
+
+    @property
+    def data(self) -> str:
+        return b"".join(self._parts).decode("utf-8", "replace")
+
+    @data.setter
+    def data(self, value: str) -> None:
+        """Event.__init__ sets an empty data: this event's data is its pieces."""
+
+    def take(self) -> list[Piece]:
+        """The data's bytes as pieces, given up (the event's data is empty afterwards)."""
+        parts, self._parts = self._parts, []
+        return parts
+
+
 class SSEDecoder:
     """Turns a byte stream into :class:`sseclient.Event` objects, in linear time.
 
@@ -97,7 +143,8 @@ class SSEDecoder:
         self.last_event_id: str | None = None
         self.retry_ms: int | None = None
         self._buffer = bytearray()
-        self._data: list[bytes | bytearray | _Taken] = []
+        self._data: list[bytes | bytearray | _Taken | _Long] = []
+        self._long: Pieces | None = None  # a long data line not yet ended
         self._data_size = 0
         self._event_type = ""
         self._event_id: str | None = None
@@ -121,6 +168,10 @@ class SSEDecoder:
             self._at_start = False
             del buffer[:]
             chunk = head.removeprefix(_BOM)
+        if self._long is not None:
+            chunk = self._long_line(chunk)
+            if not chunk:
+                return []
         if self._pending_cr and chunk[:1] == b"\n":
             chunk = chunk[1:]  # the LF of a CRLF split across chunks
         self._pending_cr = False
@@ -155,9 +206,49 @@ class SSEDecoder:
                 events.append(event)
             start = scan = nxt
         del buffer[:start]
+        if len(buffer) >= _TAKE and buffer.startswith(b"data:"):
+            # A long data line not yet ended: its reads are kept as they come from now on, in blocks mapped on
+            # their own, which decoding its JSON lets go one by one (pieces.decode_parts), not joined in the buffer.
+            self._long = Pieces()
+            self._long.append(bytes(memoryview(buffer)[6 if buffer[5:6] == b" " else 5 :]))
+            del buffer[:]
+            self._check_long()
         if len(buffer) > self.max_event_bytes:
             raise ProtocolError(f"an SSE line grew past {self.max_event_bytes} bytes without ending")
         return events
+
+    def _long_line(self, chunk: bytes) -> bytes:
+        """More of a long data line: kept until its line break; what follows the break is returned."""
+        pieces = self._long
+        assert pieces is not None
+        lf = chunk.find(b"\n")
+        cr = chunk.find(b"\r", 0, lf if lf >= 0 else len(chunk))
+        brk = cr if cr >= 0 else lf
+        if brk < 0:
+            pieces.append(chunk)
+            self._check_long()
+            return b""
+        if brk:
+            pieces.append(chunk[:brk])
+        self._check_long()
+        self._long = None
+        size = pieces.size
+        self._add_data(_Long(pieces.take(), size))
+        nxt = brk + 1
+        if cr >= 0:
+            if nxt < len(chunk):
+                if chunk[nxt] == 0x0A:
+                    nxt += 1
+            else:
+                self._pending_cr = True
+        return chunk[nxt:]
+
+    def _check_long(self) -> None:
+        pieces = self._long
+        if pieces is not None and self._data_size + pieces.size > self.max_event_bytes:
+            pieces.clear()
+            self._long = None
+            raise ProtocolError(f"an SSE event is larger than the limit of {self.max_event_bytes} bytes")
 
     def _line_in(self, buffer: bytearray, start: int, end: int) -> Event | None:
         """The line ``buffer[start:end]``, with the value copied out once (not four times: a 10 MB event)."""
@@ -175,7 +266,7 @@ class SSEDecoder:
         self._add_data(buffer[vstart:end])
         return None
 
-    def _add_data(self, value: bytes | bytearray | _Taken) -> None:
+    def _add_data(self, value: bytes | bytearray | _Taken | _Long) -> None:
         self._data.append(value)
         self._data_size += len(value) + 1
         if self._data_size > self.max_event_bytes:
@@ -203,18 +294,24 @@ class SSEDecoder:
         event: Event | None = None
         if self._data or self._event_id is not None or self._event_retry is not None:
             parts = self._data
-            if len(parts) == 1:
-                data = parts[0].text() if isinstance(parts[0], _Taken) else parts[0].decode("utf-8", "replace")
+            if len(parts) == 1 and isinstance(parts[0], _Long):
+                event = LargeEvent(parts[0].parts)
+                parts[0].release()
+                data = None
+            elif len(parts) == 1:
+                data = parts[0].text() if isinstance(parts[0], _Taken) else parts[0].decode("utf-8", "replace")  # type: ignore[union-attr]
             else:
-                joined = b"\n".join(part.value() if isinstance(part, _Taken) else part for part in parts)
+                joined = b"\n".join(part.value() if isinstance(part, (_Taken, _Long)) else part for part in parts)
                 data = joined.decode("utf-8", "replace") if parts else ""
             for part in parts:
-                if isinstance(part, _Taken):
+                if isinstance(part, (_Taken, _Long)):
                     part.release()
-            event = Event()
+            if data is not None:
+                event = Event()
+                event.data = data
+            assert event is not None
             event.id = self._event_id
             event.event = self._event_type or "message"
-            event.data = data
             event.retry = self._event_retry
             if self._event_id is not None:
                 self.last_event_id = self._event_id

@@ -134,3 +134,43 @@ def test_oversize_line_and_event_raise_protocol_error() -> None:
         SSEDecoder(max_event_bytes=10).feed(b"data: 123456\ndata: 123456\n")
     d = SSEDecoder(max_event_bytes=10)
     assert feed_all(d, b"data: 12345678\n\n") == [("message", "12345678", None, None)]
+
+
+# -- a long data line: kept as the reads it came in, handed over as pieces ----------------------------
+
+
+def _split(data: bytes, size: int) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+@pytest.mark.parametrize("ending", [b"\n", b"\r\n", b"\r"])
+@pytest.mark.parametrize("size", [1000, 4096, 65536, 300_001])
+def test_a_long_data_line_read_in_pieces_is_one_large_event(ending: bytes, size: int) -> None:
+    from mcpcall import jsonrpc, pieces
+    from mcpcall.sse import LargeEvent
+
+    value = '{"jsonrpc":"2.0","id":1,"result":{"text":"' + "\u00fc long text \\n" * 150_000 + '"}}'
+    stream = b"id: 7\nevent: message\ndata: " + value.encode() + ending + ending + b"data: next" + ending + ending
+    decoder = SSEDecoder()
+    events = [event for chunk in _split(stream, size) for event in decoder.feed(chunk)]
+    assert [(e.id, e.event) for e in events] == [("7", "message"), (None, "message")]
+    large, after = events
+    assert isinstance(large, LargeEvent) and after.data == "next"
+    assert large.data == value  # the text, when asked for
+    assert pieces.decode_parts(large.take(), "replace") == jsonrpc.decode(value)
+    assert large.data == ""
+    assert decoder.last_event_id == "7"
+
+
+def test_a_long_data_line_beside_others_joins_them() -> None:
+    long = b"x" * 200_000
+    decoder = SSEDecoder()
+    events = [event for chunk in _split(b"data: a\ndata: " + long + b"\ndata: b\n\n", 4096) for event in decoder.feed(chunk)]
+    assert [e.data for e in events] == ["a\n" + long.decode() + "\nb"]
+
+
+def test_a_long_data_line_over_the_limit_is_refused_while_it_grows() -> None:
+    decoder = SSEDecoder(max_event_bytes=300_000)
+    with pytest.raises(ProtocolError, match="larger than the limit"):
+        for chunk in _split(b"data: " + b"x" * 400_000, 4096):
+            decoder.feed(chunk)

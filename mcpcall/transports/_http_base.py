@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Callable, Union
 from urllib.parse import urljoin
 
-from .. import jsonrpc
+from .. import jsonrpc, pieces
 from ..auth import BearerAuth
 from ..config import redact_url
 from ..errors import ConfigError, ConnectionClosed, HTTPError, MCPError, ProtocolError, RequestTimeout
@@ -403,45 +403,44 @@ class HTTPBase(Transport):
 
     def read_body(self, response: Any, what: str, limit: int | None = None) -> bytes:
         """The whole body of ``response``, at most ``limit`` (default ``max_message_bytes``) bytes."""
-        return bytes(self.read_buffer(response, what, limit))
+        return b"".join(self.read_parts(response, what, limit))
 
     def read_message(self, response: Any, what: str) -> Any:
         """The JSON body of ``response``, parsed (at most ``max_message_bytes``; :class:`ProtocolError` if not JSON).
 
-        The body is read into one buffer, which goes as soon as its text is decoded: a
-        large result is held at most twice at any moment (bytes and text, then text and
-        the parsed value).
+        The body's reads are handed to :func:`pieces.decode_parts` as they came, which
+        lets each go once its text is taken: a large result is held about once, not
+        as bytes beside their text and then text beside the parsed value.
         """
-        return jsonrpc.decode_buffer(self.read_buffer(response, what))
+        parts = self.read_parts(response, what)
+        if len(parts) == 1 and parts[0].__class__ is bytes:  # a small body, in one read
+            return jsonrpc.decode(parts[0])
+        return pieces.decode_parts(parts)
 
-    def read_buffer(self, response: Any, what: str, limit: int | None = None) -> bytearray:
-        """The whole body of ``response`` in one buffer, at most ``limit`` (default ``max_message_bytes``) bytes.
+    def read_parts(self, response: Any, what: str, limit: int | None = None) -> list[pieces.Piece]:
+        """The whole body of ``response`` as the reads it came in, at most ``limit`` (default ``max_message_bytes``) bytes.
 
-        A ``Content-Length`` over the limit is refused before anything is read. The reads
-        are joined once into a bytearray (cheaper than growing one, or filling one made
-        at the announced size) that :func:`jsonrpc.decode_buffer` can empty as soon as
-        it has the text.
+        A ``Content-Length`` over the limit is refused before anything is read, a body
+        that grows past it as soon as it does.
         """
         limit = self.max_message_bytes if limit is None else limit
         length = _content_length(response)
         if length is not None and length > limit:
             raise self._over_limit(limit, what)
-        parts: list[bytes] = []
-        size = 0
+        parts = pieces.Pieces()  # past a MiB, in blocks mapped on their own: each unmapped once decoded
         try:
             for chunk in body_chunks(response):
-                size += len(chunk)
-                if size > limit:
+                if parts.size + len(chunk) > limit:
                     raise self._over_limit(limit, what)
                 parts.append(chunk)
         except MCPError:
+            parts.clear()
             raise
         except Exception as exc:  # noqa: BLE001 - a body that breaks off mid-way
+            parts.clear()
             error = self.transport_error(exc, what)
         else:
-            buffer = bytearray().join(parts)
-            parts.clear()
-            return buffer
+            return parts.take()
         raise error  # outside the except block: no foreign __context__
 
     def _over_limit(self, limit: int, what: str) -> ProtocolError:

@@ -30,12 +30,12 @@ import threading
 import time
 from typing import Any
 
-from .. import jsonrpc
+from .. import jsonrpc, pieces
 from ..errors import ConnectionClosed, HTTPError, MCPError, ProtocolError, SessionExpired
 from ..headers import HeaderParams, param_headers, standard_headers
 from ..protocol import META_VERSION
 from ..scheduler import get_scheduler
-from ..sse import SSEStream
+from ..sse import LargeEvent, SSEStream
 from ._exchanges import Exchange
 from ._http_base import ACK_TIMEOUT, HTTPBase, Job, body_chunks, error_in_body, excerpt
 from .base import Receiver, Transport
@@ -343,10 +343,11 @@ class HTTPTransport(HTTPBase):
         error: MCPError | None = None
         try:
             for event in stream.events():
-                if not event.data or event.event not in ("message", ""):
+                large = isinstance(event, LargeEvent)
+                if event.event not in ("message", "") or not (large or event.data):
                     continue
-                try:
-                    message = jsonrpc.decode(event.data)
+                try:  # a large event's data as the reads it came in, each let go once decoded
+                    message = pieces.decode_parts(event.take(), "replace") if isinstance(event, LargeEvent) else jsonrpc.decode(event.data)
                 except ProtocolError as exc:
                     if self._receiver is not None:
                         self._receiver.on_warning(f"server {self.name!r} sent an SSE event that is not JSON; skipped: {exc}",

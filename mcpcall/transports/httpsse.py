@@ -13,10 +13,10 @@ from time import monotonic
 from typing import Any
 from urllib.parse import urljoin
 
-from .. import jsonrpc
+from .. import jsonrpc, pieces
 from ..config import redact_url
 from ..errors import ConnectionClosed, HTTPError, MCPError, ProtocolError
-from ..sse import SSEStream
+from ..sse import LargeEvent, SSEStream
 from ._exchanges import Exchange
 from ._http_base import ACK_TIMEOUT, HTTPBase, Job, _short, body_chunks, error_in_body, excerpt
 from ._origins import same_origin
@@ -117,10 +117,11 @@ class SSETransport(HTTPBase):
                     self.endpoint = target
                     self._ready.set()
                     continue
-                if not event.data or event.event not in ("message", ""):
+                large = isinstance(event, LargeEvent)
+                if event.event not in ("message", "") or not (large or event.data):
                     continue
-                try:
-                    self._deliver(jsonrpc.decode(event.data))
+                try:  # a large event's data as the reads it came in, each let go once decoded
+                    self._deliver(pieces.decode_parts(event.take(), "replace") if isinstance(event, LargeEvent) else jsonrpc.decode(event.data))
                 except ProtocolError as exc:
                     if self._receiver is not None:
                         self._receiver.on_warning(f"server {self.name!r} sent an SSE event that is not JSON; skipped: {exc}",

@@ -42,7 +42,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import IO, Any, Callable, Union
 
-from .. import jsonrpc
+from .. import jsonrpc, pieces
 from ..errors import ConfigError, ConnectionClosed, ProtocolError
 from ..forking import Owned, on_fork_in_child
 from .base import DEFAULT_MAX_MESSAGE_BYTES, Receiver, Transport
@@ -555,9 +555,9 @@ class StdioTransport(Transport):
         if self._pidfd >= 0:
             poller.register(self._pidfd, select.POLLIN)
         limit = self.max_message_bytes
-        # The start of a line not yet ended, in one buffer that grows in place (a large one by remapping its
-        # pages, not copying them) and that decoding empties: a 10 MB line is never held as pieces and a copy.
-        partial = bytearray()
+        # The start of a line not yet ended, as the reads it came in (past a MiB, in blocks mapped on their own):
+        # decoding lets each go once its text is taken (pieces.decode_parts), so a 10 MB line is held about once.
+        partial = pieces.Pieces()
         skipping = False  # inside a line over the limit
         skip_head = b""
         skip_size = 0
@@ -609,18 +609,17 @@ class StdioTransport(Transport):
                         self._oversize(skip_head, skip_size)
                         skipping = False
                 elif newline < 0:
-                    partial += chunk[start:] if start else chunk
-                    if len(partial) > limit:
-                        skipping, skip_head, skip_size = True, bytes(partial[:_PEEK]), len(partial)
-                        partial = bytearray()
+                    partial.append(chunk[start:] if start else chunk)
+                    if partial.size > limit:
+                        skipping, skip_head, skip_size = True, partial.head(_PEEK), partial.size
+                        partial.clear()
                 elif partial:
-                    partial += chunk[start:newline]
-                    if len(partial) > limit:
-                        self._oversize(bytes(partial[:_PEEK]), len(partial))
-                        partial = bytearray()
+                    partial.append(chunk[start:newline])
+                    if partial.size > limit:
+                        self._oversize(partial.head(_PEEK), partial.size)
+                        partial.clear()
                     else:
                         self._line(partial, receiver)  # empties it
-                        del partial[:]
                 elif newline - start > limit:
                     self._oversize(chunk[start : start + _PEEK], newline - start)
                 else:
@@ -628,20 +627,23 @@ class StdioTransport(Transport):
                 start = end + 1
         self._on_stdout_closed(ended)
 
-    def _line(self, line: bytes | bytearray, receiver: Receiver) -> None:
+    def _line(self, line: bytes | pieces.Pieces, receiver: Receiver) -> None:
         """One line from stdout; nothing it holds may end the read loop.
 
-        A bytearray (a line that came in pieces) is emptied: its bytes go as soon
-        as they are text, before the text is parsed (:func:`jsonrpc.decode_buffer`).
+        :class:`pieces.Pieces` (a line that came in pieces) are emptied: each piece
+        goes as soon as its text is taken (:func:`pieces.decode_parts`).
         """
-        whole = line.__class__ is bytes or isinstance(line, bytes)
-        head: bytes = line if whole else bytes(line[:_PEEK])  # type: ignore[assignment] # what messages quote; the id
-        if not line or line.isspace():
-            if isinstance(line, bytearray):
+        if isinstance(line, bytes):
+            head = line
+            if not line or line.isspace():
+                return
+        else:
+            head = line.head(_PEEK)  # what messages quote; the id
+            if not head.strip() and line.isspace():
                 line.clear()
-            return
+                return
         try:
-            message = jsonrpc.decode(line) if whole else jsonrpc.decode_buffer(line)  # type: ignore[arg-type]
+            message = jsonrpc.decode(line) if isinstance(line, bytes) else pieces.decode_parts(line.take())
         except ProtocolError as exc:
             request_id = jsonrpc.peek_id(head[:_PEEK])
             if request_id is not None:
@@ -1075,6 +1077,7 @@ def _peek_exit(pid: int) -> int | None:
 _HOST_PORT = re.compile(r"^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}(?:[/?#].*)?$")
 _HOST_PATH = re.compile(r"^[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+/.*$")
 _LOCAL_HOST = re.compile(r"^(?:localhost|[0-9.]+|\[[0-9A-Fa-f:.]+\])(?::|/|$)")
+
 
 
 def _not_found(server: str, program: str, cwd: str | None, environment: Mapping[str, str]) -> str:
