@@ -320,8 +320,10 @@ class _LargeMessage:
         else:  # the message has NaN or Infinity of its own (or the text of them in a string)
             placeholders = set(self.offsets)
             taken = iter(values)
-            given = iter([next(taken) if match.start() in placeholders else None
-                          for match in _TOKENS.finditer(skeleton) if skeleton[match.start()] != 0x22])
+            # Lazily, in step with the parser: it stops at a string that does not end, before the scan reaches it
+            # (scanned ahead, a tail of escaped quotes made the search quadratic, the GIL held all the while).
+            given = (next(taken) if match.start() in placeholders else None
+                     for match in _TOKENS.finditer(skeleton) if skeleton[match.start()] != 0x22)
 
         def constant(name: str) -> Any:
             value = next(given, None)
@@ -335,11 +337,17 @@ class _LargeMessage:
         # Not parsed with placeholders (a long string that is a key, or not JSON at all): the whole text again.
         whole = bytearray()
         last = 0
+        replace = self.errors == "replace"
         for offset, value in zip(self.offsets, values):
             whole += skeleton[last:offset]
-            whole += _dumps(value).encode("utf-8", "surrogatepass")
+            # As it was read: raw surrogate halves stay raw (strict decoding passes them, as json.loads(bytes) does);
+            # under errors="replace" (SSE data) a value's surrogates came from escapes, and escaped they survive it.
+            whole += json.dumps(value).encode("ascii") if replace else _dumps(value).encode("utf-8", "surrogatepass")
             last = offset + 3
         whole += skeleton[last:]
+        close = getattr(given, "close", None)
+        if close is not None:
+            close()  # the lazy scan holds an export of the skeleton, which _release needs gone
         _release(skeleton)
         values.clear()
         return _decode_whole(whole, self.errors)

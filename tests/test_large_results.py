@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -282,6 +283,26 @@ def test_decode_parts_refuses_what_decode_refuses(small_limits: None, data: byte
         with pytest.raises(ProtocolError, match="not JSON"):
             pieces.decode_parts(parts)
         assert parts == []
+
+
+def test_decode_parts_refuses_an_unended_string_of_escaped_quotes_in_linear_time() -> None:
+    # A NaN of the message's own sent the placeholders' scan over the whole message first: at each quote of an
+    # unended string of escaped quotes (too short to be a long string) the search ran to the end (40,000 of
+    # them: minutes, with the GIL held).
+    data = b'{"a":"' + b"x" * (2 << 20) + b'","b":NaN,"c":"' + b'\\"' * 40_000
+    started = time.monotonic()
+    with pytest.raises(ProtocolError, match="not JSON"):
+        pieces.decode_parts(_pieces(data, 65536))
+    assert time.monotonic() - started < 5  # a bound for a hang, not a speed figure (json.loads: milliseconds)
+
+
+def test_a_long_key_with_a_lone_surrogate_escape_decodes_as_a_small_message_does(small_limits: None) -> None:
+    # The fallback (a long string as a key) wrote the long values back as UTF-8 with surrogates, which
+    # errors="replace" (how SSE data is decoded) turned into three U+FFFD each, not the escape's character.
+    data = b'{"' + b"k" * 200 + b'\\ud800": "' + b"v" * 200 + b'\\udfff", "pad": "' + b"p" * 100 + b'"}'
+    expected = jsonrpc.decode(data.decode("utf-8", "replace"))
+    for piece in (7, 64):
+        assert pieces.decode_parts(_pieces(data, piece), "replace") == expected
 
 
 def test_decode_parts_holds_a_large_message_about_once() -> None:
