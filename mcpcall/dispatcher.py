@@ -21,10 +21,10 @@ import logging
 import math
 import threading
 from concurrent.futures import Future, InvalidStateError
+from os import getpid
 from time import monotonic
 from typing import Any, Callable, Optional
 
-from . import forking
 from ._condition import KNOWN_FUTURE, FutureCondition
 from .callbacks import CallbackRunner
 from .errors import ConnectionClosed, InvalidRequest, MCPError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
@@ -337,8 +337,8 @@ class Dispatcher:
         continues an existing Future (a retry) under a new id.
         """
         owner = self.owner
-        if owner.born != forking.generation:  # owner.check, inline: this is every request's path
-            owner.check(self.name)
+        if getpid() != owner.pid:  # owner.check, inline: every request's path (the one system call a call makes
+            owner.check(self.name)  # for it; Caller.send compares the generation, which a fork in C does not count)
         if timeout is not None and timeout != math.inf and timeout <= 0:
             raise ValueError(f"timeout must be positive seconds, not {timeout!r}")
         rid = next(self._ids)

@@ -46,8 +46,10 @@ _hooks: weakref.WeakKeyDictionary[object, tuple[Callable[..., None], bool]] = we
 class Owned:
     """Remembers the process that created an object; ``forked`` is True in a child.
 
-    ``born`` is the fork :data:`generation` it was made at (what the checks compare),
-    ``pid`` the process (what the messages name).
+    ``born`` is the fork :data:`generation` it was made at, ``pid`` the process. Both are compared: a
+    fork made in C (uWSGI without its Python after-fork call, an extension, ctypes) runs no at-fork
+    hook, so only the pid tells its child; the generation lets a hot path refuse a child of
+    ``os.fork`` with one comparison before anything else is done.
     """
 
     __slots__ = ("born", "pid")
@@ -59,11 +61,11 @@ class Owned:
     @property
     def forked(self) -> bool:
         """True when running in a process other than the one that created the object."""
-        return self.born != generation
+        return self.born != generation or os.getpid() != self.pid
 
     def check(self, name: str) -> None:
         """Raise :class:`ForkedClient` when called in a forked child."""
-        if self.born != generation:
+        if self.born != generation or os.getpid() != self.pid:
             raise ForkedClient(forked_message(name, self.pid))
 
 

@@ -58,16 +58,44 @@ def counted() -> Iterator[tuple[mcpcall.Client, _Calls]]:
         client.close()
 
 
-def test_a_stdio_call_makes_no_getpid_system_call(counted: tuple[mcpcall.Client, _Calls]) -> None:
+def test_a_stdio_call_makes_one_getpid_system_call(counted: tuple[mcpcall.Client, _Calls]) -> None:
     # The dispatcher and the session each asked os.getpid() on every call (a system call each) to refuse a
-    # forked child; the fork generation, counted up by the at-fork hook, answers with one comparison.
+    # forked child; the session now compares the fork generation, and only the dispatcher asks the pid
+    # (which a fork made in C, running no at-fork hook, still changes).
     client, calls = counted
     calls.on = True
     for _ in range(20):
         assert client.call_tool("echo", {"message": "x"}).text == "x"
     calls.on = False
-    assert calls.by_role["caller"]["<c> getpid"] == 0
+    assert calls.by_role["caller"]["<c> getpid"] == 20
     assert calls.by_role["caller"]["calls.py:send"] == 20  # the path was counted
+
+
+def test_a_child_of_a_fork_made_in_c_is_refused_too() -> None:
+    # A fork that runs no at-fork hook (the C fork(): uWSGI without its Python after-fork call, ctypes, an
+    # extension) left the generation as it was: the child was not refused the parent's client, and its close()
+    # ended the parent's server. The pid still tells it.
+    import ctypes
+
+    owner = forking.Owned()
+    read, write = os.pipe()
+    pid = ctypes.PyDLL(None).fork()
+    if pid == 0:  # pragma: no cover - the child: no Python hook ran, and nothing here takes a lock
+        try:
+            owner.check("demo")
+            os.write(write, b"no error")
+        except mcpcall.ForkedClient:
+            os.write(write, b"ForkedClient" if owner.forked else b"not forked")
+        finally:
+            os._exit(0)
+    os.close(write)
+    try:
+        answer = os.read(read, 100)
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
+    assert answer == b"ForkedClient"
+    assert not owner.forked
 
 
 def test_the_fork_generation_tells_a_forked_child_from_its_parent() -> None:
