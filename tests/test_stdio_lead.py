@@ -10,6 +10,7 @@ threads calling at once are all answered.
 from __future__ import annotations
 
 import concurrent.futures
+import sys
 import threading
 import time
 from typing import Any
@@ -286,6 +287,7 @@ _FORK = r"""
 import os, sys, threading, time
 sys.path.insert(0, os.getcwd())
 import concurrent.futures
+import sys
 import mcpcall
 from tests.conftest import fault_argv
 
@@ -399,3 +401,40 @@ def test_a_ctrl_c_as_a_caller_starts_reading_for_itself_leaves_the_reader_readin
                           timeout=45)
     assert done.stdout.strip().splitlines()[-1:] == ["interrupted True after answered closed True"], (
         done.stdout, done.stderr[-2000:])
+
+
+NOTE_FIRST_SERVER = r"""
+import json, sys, time
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    if m["method"] == "initialize":
+        result = {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}, "logging": {}},
+                  "serverInfo": {"name": "n", "version": "1"}}
+    elif m["method"] == "tools/call":
+        note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "working"}}
+        sys.stdout.write(json.dumps(note) + "\n")
+        sys.stdout.flush()
+        time.sleep(0.2)  # the answer in a read of its own, after the reader handled the note
+        result = {"content": [{"type": "text", "text": m["params"]["arguments"]["message"]}]}
+    else:
+        result = {}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": result}) + "\n")
+    sys.stdout.flush()
+"""
+
+
+def test_a_line_before_a_lone_calls_answer_does_not_park_the_reader_with_the_answer_unread(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A lone caller asks the reader to park after the line it reads now, for the next call. With a log message
+    # before the answer, the reader parked after the message, and the answer sat unread until the park timed out
+    # (50 ms on every such call; 5 s here, to make it plain): it parks only once the asking call is answered.
+    from mcpcall.transports import stdio
+
+    monkeypatch.setattr(stdio, "_PARK_IDLE", 5.0)
+    with mcpcall.connect([sys.executable, "-c", NOTE_FIRST_SERVER], protocol="legacy") as client:
+        for n in range(4):
+            started = time.monotonic()
+            assert client.call_tool("echo", {"message": str(n)}, timeout=20).text == str(n)
+            assert time.monotonic() - started < 2.5, f"call {n} waited out the reader's park"

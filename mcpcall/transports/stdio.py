@@ -170,6 +170,7 @@ class StdioTransport(Transport):
         self._park_cond = threading.Condition(self._park_lock)
         self._parked = False
         self._want_lead = False
+        self._lead_asker: Any = None  # the Future of the lone call that set _want_lead: no park before its answer
         self._resume = False
         self._no_lead = False
         self._leader: int | None = None
@@ -390,7 +391,11 @@ class StdioTransport(Transport):
     def _poll(self, poller: Any, timeout: float, *, idle: bool, fd: int) -> list[tuple[int, int]]:
         """The reader's poll; between lines, while callers read for themselves, it parks here first."""
         if idle and self._want_lead and self._handover is None and not self._closing:
-            self._park()
+            asker = self._lead_asker
+            # Not while the call that asked is still to be answered: a line before its answer (a log message,
+            # progress) would have the reader park with that answer unread until the park timed out.
+            if asker is None or asker.done():
+                self._park()
         if self._handover is not None:
             return [(fd, select.POLLIN)]  # _read_chunk hands it on
         events: list[tuple[int, int]] = poller.poll(timeout)
@@ -409,6 +414,7 @@ class StdioTransport(Transport):
         cond = self._park_cond
         with cond:
             self._want_lead = False
+            self._lead_asker = None
             self._parked = True
             self._last_lead = time.monotonic()  # a caller asked just now: it gets _PARK_IDLE to come back
             try:
@@ -434,6 +440,7 @@ class StdioTransport(Transport):
             # Not parked yet, but a lone caller asked it to park after the line it reads now: not with this
             # waiter's answer to come (it would wait until the park ends, _PARK_IDLE at most).
             self._want_lead = False
+            self._lead_asker = None  # (nor keep its result alive)
 
     def read_for(self, future: Any, deadline: float) -> bool:
         lock = self._park_lock
@@ -450,6 +457,7 @@ class StdioTransport(Transport):
                         # The reader parks after the line it reads now, for the next call; not while other
                         # waiters came and went within _PARK_IDLE (several threads calling: each park would
                         # only hold up their answers until one of them asks the reader back).
+                        self._lead_asker = future
                         self._want_lead = True
                     return False
                 self._leader = me
