@@ -171,11 +171,9 @@ class Sender:
         checked = self._checked
         for name, value in headers.items():
             check_header_validity((name, value))
-            if type(name) is not str or type(value) is not str or name.lower() == "host":
+            # As http.client checks a pair it writes (older requests let a value end in a line feed through).
+            if not _writable(name, value):
                 continue  # never remembered: a request with bytes or Host goes out through urllib3's request
-            # http.client sends the name as ASCII and the value as Latin-1: refused here as it refuses them.
-            name.encode("ascii")
-            value.encode("latin-1")
             if len(checked) >= _MAX_CHECKED_HEADERS:
                 checked.clear()
                 if headers is not self._base:
@@ -386,7 +384,13 @@ def _drive(pool: Any, path: str, retries: Any, method: str, headers: Mapping[str
         retries.increment(method, path, error=error, _pool=pool, _stacktrace=exc.__traceback__)  # raises: no retries
         raise error from None  # pragma: no cover - increment raised
     if head is not None:
-        raw = _wrap(raw, conn, pool, method, path)
+        try:
+            raw = _wrap(raw, conn, pool, method, path)
+        except BaseException:  # a reply refused for its headers: the connection is closed, never reused nor lost
+            raw.close()
+            conn.close()
+            pool._put_conn(None)
+            raise
     raw.retries = retries
     if type(raw) is not DirectResponse:
         raw._connection = conn
@@ -492,7 +496,8 @@ def _wrap(response: Any, conn: Any, pool: Any, method: str, path: str) -> Any:
         try:
             assert_header_parsing(msg)
         except (HeaderParsingError, TypeError) as exc:
-            logging.getLogger("urllib3.connection").warning("Failed to parse headers (url=%s): %s", path, exc)
+            # The path without its query, which may carry a key (this logger has no redaction of its own).
+            logging.getLogger("urllib3.connection").warning("Failed to parse headers (url=%s): %s", path.split("?", 1)[0], exc)
     items = getattr(msg, "_headers", None)
     if items is None:  # pragma: no cover - email.message.Message keeps its (name, value) pairs there
         items = msg.items()
@@ -505,6 +510,16 @@ def _wrap(response: Any, conn: Any, pool: Any, method: str, path: str) -> Any:
             plain[key] += ", " + value
         else:
             plain[key] = value
+    length = plain.get("content-length")
+    if length is not None and "," in length:
+        # Repeated Content-Length lines: one length said more than once is that length; two lengths leave the
+        # body's end unknown, and the reply is refused (RFC 9112 6.3), as urllib3's response refuses it.
+        lengths = {part.strip() for part in length.split(",")}
+        if len(lengths) > 1:
+            from urllib3.exceptions import InvalidHeader
+
+            raise InvalidHeader(f"Content-Length contained multiple unmatching values ({length})")
+        plain["content-length"] = lengths.pop()
     coding = plain.get("content-encoding")
     if coding is None or coding.strip().lower() in ("", "identity"):
         return DirectResponse(response, conn, pool, Headers(plain))
