@@ -11,7 +11,7 @@ import concurrent.futures
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -71,40 +71,14 @@ def test_a_stdio_call_makes_one_getpid_system_call(counted: tuple[mcpcall.Client
     assert calls.by_role["caller"]["calls.py:send"] == 20  # the path was counted
 
 
-def test_a_child_of_a_fork_made_in_c_is_refused_too() -> None:
-    # A fork that runs no at-fork hook (the C fork(): uWSGI without its Python after-fork call, ctypes, an
-    # extension) left the generation as it was: the child was not refused the parent's client, and its close()
-    # ended the parent's server. The pid still tells it.
-    import ctypes
-
-    owner = forking.Owned()
-    read, write = os.pipe()
-    pid = ctypes.PyDLL(None).fork()
-    if pid == 0:  # pragma: no cover - the child: no Python hook ran, and nothing here takes a lock
-        try:
-            owner.check("demo")
-            os.write(write, b"no error")
-        except mcpcall.ForkedClient:
-            os.write(write, b"ForkedClient" if owner.forked else b"not forked")
-        finally:
-            os._exit(0)
-    os.close(write)
-    try:
-        answer = os.read(read, 100)
-    finally:
-        os.close(read)
-        os.waitpid(pid, 0)
-    assert answer == b"ForkedClient"
-    assert not owner.forked
-
-
-def test_the_fork_generation_tells_a_forked_child_from_its_parent() -> None:
-    # The check the hot path inlines (owner.born != forking.generation) must still refuse a forked child.
+def _child_refuses(fork: Callable[[], int]) -> bytes:
+    """What a child made by ``fork`` says of an Owned made before it: b"ForkedClient" when it is refused there
+    (and an Owned made in the child is not)."""
     owner = forking.Owned()
     assert not owner.forked
     read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
+    pid = fork()
+    if pid == 0:  # pragma: no cover - the child: nothing here takes a lock
         try:
             owner.check("demo")
             os.write(write, b"no error")
@@ -118,8 +92,22 @@ def test_the_fork_generation_tells_a_forked_child_from_its_parent() -> None:
     finally:
         os.close(read)
         os.waitpid(pid, 0)
-    assert answer == b"ForkedClient"
     assert not owner.forked
+    return answer
+
+
+def test_a_child_of_a_fork_made_in_c_is_refused_too() -> None:
+    # A fork that runs no at-fork hook (the C fork(): uWSGI without its Python after-fork call, ctypes, an
+    # extension) left the generation as it was: the child was not refused the parent's client, and its close()
+    # ended the parent's server. The pid still tells it.
+    import ctypes
+
+    assert _child_refuses(ctypes.PyDLL(None).fork) == b"ForkedClient"
+
+
+def test_the_fork_generation_tells_a_forked_child_from_its_parent() -> None:
+    # The check the hot path inlines (owner.born != forking.generation) must still refuse a forked child.
+    assert _child_refuses(os.fork) == b"ForkedClient"
 
 
 def test_a_stdio_call_enters_no_caller_waits_block(counted: tuple[mcpcall.Client, _Calls]) -> None:
