@@ -27,7 +27,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mcpcall"
 # Bottom first. A prefix names a module or a folder (every module under it); the longest prefix that matches wins.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("_version", "errors", "urls", "jsonrpc", "sse", "headers", "patterns", "schema", "_condition",
-                "forking", "protocol", "scheduler", "types")),
+                "forking", "protocol", "scheduler", "types", "pieces")),
     ("transports", ("transports",)),
     ("dispatcher", ("dispatcher", "callbacks")),
     ("session", ("session",)),
