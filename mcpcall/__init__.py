@@ -301,7 +301,8 @@ def connect(
     """
     import sys
 
-    from .config.files import _bare_entry, _Expanded
+    from .config.connect import _Expanded
+    from .config.entries import _bare_entry
     from .notebook import claim  # only connect() uses it
 
     caller = sys._getframe(1)

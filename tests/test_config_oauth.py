@@ -1,4 +1,4 @@
-"""OAuth settings in config entries (mcpcall.config.files / .transports): parsed, checked, turned into an OAuth object."""
+"""OAuth settings in config entries (mcpcall.config.oauth_settings / .transports): parsed, checked, turned into an OAuth object."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import mcpcall
 from mcpcall.auth.oauth import OAuth
 from mcpcall.auth.tokens import FileTokenStore
 from mcpcall.config import load_config, make_transport
-from mcpcall.config.files import OAuthSettings
+from mcpcall.config.oauth_settings import OAuthSettings
 from mcpcall.errors import ConfigError
 from tests.servers.oauth_server import OAuthServer
 from tests.test_cli_login import _MCPHandler

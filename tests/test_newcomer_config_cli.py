@@ -22,7 +22,7 @@ from mcpcall.cli.commands import _print_result
 from mcpcall.cli.output import Output
 from mcpcall.cli.progress import WaitNotice
 from mcpcall.config import make_transport
-from mcpcall.config.files import _bare_entry
+from mcpcall.config.entries import _bare_entry
 from mcpcall.transports.http import HTTPTransport
 from mcpcall.types.tools import parse_call_result
 from tests.conftest import ROOT, demo_argv, everything_argv

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..config import ServerConfig, load_config
-from ..config.files import _read_json
+from ..config.reading import _read_json
 from ..errors import ConfigError
 from .output import printable
 from .progress import screen

@@ -23,7 +23,7 @@ from ..auth.oauth import OAuth
 from ..auth.redirect import LoopbackRedirect, PasteRedirect, default_redirect
 from ..auth.tokens import FileTokenStore, Token, default_token_path
 from ..config import ServerConfig, is_url, redact_url
-from ..config.files import OAuthSettings
+from ..config.oauth_settings import OAuthSettings
 from ..errors import ConfigError, MCPError
 from .output import EXIT_OK, Output, say
 from .targets import Configs, Target

@@ -3,15 +3,19 @@
 - :mod:`mcpcall.config.transports`: one server spec (argv list, command string,
   URL, ``mcpServers``-style entry) to a transport (:func:`make_transport`), and
   :func:`redact_url` for every message that shows a URL;
-- :mod:`mcpcall.config.files`: ``mcpServers`` / VS Code ``servers`` files to
-  :class:`ServerConfig` objects (:func:`load_config`, :func:`find_config`).
+- :mod:`mcpcall.config.reading`: ``mcpServers`` / VS Code ``servers`` files to
+  :class:`ServerConfig` objects (:func:`load_config`, :func:`find_config`), each entry
+  checked by :mod:`~mcpcall.config.entries`, its ``${...}`` values expanded by
+  :mod:`~mcpcall.config.expand`, its OAuth settings read by :mod:`~mcpcall.config.oauth_settings`;
+- :mod:`mcpcall.config.connect`: :class:`ServerConfig`, one server ready to connect.
 
 Nothing here starts a process or opens a connection.
 """
 
 from __future__ import annotations
 
-from .files import ServerConfig, find_config, load_config
+from .connect import ServerConfig
+from .reading import find_config, load_config
 from .transports import ServerSpec, is_url, make_transport, redact_url
 
 # Private helpers of the former single module, still importable from here.

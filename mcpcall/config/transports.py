@@ -18,6 +18,7 @@ from urllib.parse import unquote_plus
 
 from ..errors import ConfigError
 from ..transports.base import Transport
+from .expand import _FALSE_WORDS, _TRUE_WORDS
 
 __all__ = ["ServerSpec", "is_url", "make_transport", "redact_url"]
 
@@ -28,8 +29,6 @@ _STDIO_KEYS = {"command", "args", "env", "cwd", "type", "transport", "name", "in
 _HTTP_KEYS = {"url", "headers", "type", "transport", "name", "auth", "verify", "oauth"}
 _HTTP_KINDS = {"http": "streamable-http", "streamable-http": "streamable-http", "streamableHttp": "streamable-http",
                "sse": "sse", "auto": "auto"}
-_TRUE_WORDS = frozenset({"true", "yes", "1", "on"})
-_FALSE_WORDS = frozenset({"false", "no", "0", "off"})
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an RFC 9110 token
 _BAD_HEADER_VALUE = re.compile(r"[\r\n\0]|^\s")  # what requests would refuse, quoting the value
 
@@ -358,7 +357,7 @@ def _has_authorization(headers: Mapping[str, Any]) -> bool:
 
 def _oauth_of(value: Any, server: str) -> Any:
     """The OAuth object for an entry's ``oauth`` settings (an OAuthSettings, or a mapping/bool given in Python)."""
-    from .files import OAuthSettings, oauth_settings
+    from .oauth_settings import OAuthSettings, oauth_settings
 
     settings = value if isinstance(value, OAuthSettings) else None
     if settings is None:

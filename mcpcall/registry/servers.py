@@ -22,7 +22,7 @@ from typing import Any, Callable
 from ..auth.discovery import SignInRequired
 from ..client import Client
 from ..config import ServerConfig, is_url
-from ..config.files import _bare_entry
+from ..config.entries import _bare_entry
 from ..errors import (
     ConfigError,
     ConnectionClosed,
