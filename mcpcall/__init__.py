@@ -53,7 +53,8 @@ from .client import (
     Handler,
     close_all,
 )
-from .config import ServerConfig, ServerSpec, find_config, load_config, make_transport
+from .config import ServerConfig, ServerSpec, find_config, load_config
+from .config import make_transport as make_transport  # importable as before; connect() builds through config.connect
 from .dispatcher import RequestFuture
 from .errors import (
     ConfigError,
@@ -302,8 +303,8 @@ def connect(
     import sys
 
     from .config.connect import _Expanded
+    from .config.connect import connect as _connect
     from .config.entries import _bare_entry
-    from .notebook import claim  # only connect() uses it
 
     caller = sys._getframe(1)
     if isinstance(server, _Expanded):
@@ -325,37 +326,32 @@ def connect(
         entry = _bare_entry(server, name)
         server = entry.spec
         timeout = timeout if timeout is not None else entry.timeout
-    if timeout is None:
-        timeout = 60.0
-    http: dict[str, Any] = {
-        "connect_timeout": connect_timeout,
-        "read_timeout": read_timeout,
-        "max_workers": max_workers,
-    }
-    for key, value in (("headers", headers), ("auth", auth), ("verify", verify), ("cert", cert),
-                       ("proxies", proxies), ("transport", transport)):
-        if value is not None:
-            http[key] = value
-    built = make_transport(
+    return _connect(
         server,
-        name=name,
-        env=env,
-        inherit_env=inherit_env,
-        cwd=cwd,
-        stderr=stderr,
-        max_message_bytes=max_message_bytes,
-        close_timeout=close_timeout,
-        http=http,
-    )
-    client = Client(
-        built,
+        caller,
         timeout=timeout,
         protocol=protocol,
         client_info=client_info,
+        stderr=stderr,
+        env=env,
+        inherit_env=inherit_env,
+        cwd=cwd,
+        name=name,
         handlers=handlers,
         capabilities=capabilities,
         probe_timeout=probe_timeout,
         log_level=log_level,
+        max_message_bytes=max_message_bytes,
+        close_timeout=close_timeout,
+        headers=headers,
+        auth=auth,
+        verify=verify,
+        cert=cert,
+        proxies=proxies,
+        transport=transport,
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        max_workers=max_workers,
         validate_output=validate_output,
         validate_arguments=validate_arguments,
         sampling=sampling,
@@ -363,7 +359,5 @@ def connect(
         roots=roots,
         on_log=on_log,
         cache=cache,
+        start=start,
     )
-    if not start:
-        return client
-    return claim(client.connect(), server, caller)

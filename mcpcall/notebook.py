@@ -37,8 +37,6 @@ import weakref
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from .config import ServerConfig
-
 if TYPE_CHECKING:
     from .client import Client
 
@@ -64,10 +62,8 @@ def ipython_shell() -> Any | None:
 
 
 def _from_notebook(shell: Any, frame: FrameType | None) -> bool:
-    """True if ``frame`` (who called connect) runs notebook code: its globals are the shell's namespace."""
+    """True if ``frame`` (who called connect or ``ServerConfig.connect``) runs notebook code: its globals are the shell's namespace."""
     namespace = getattr(shell, "user_global_ns", None)
-    while frame is not None and frame.f_code is ServerConfig.connect.__code__:
-        frame = frame.f_back  # config["name"].connect() in a cell: the cell decides
     return namespace is not None and frame is not None and frame.f_globals is namespace
 
 

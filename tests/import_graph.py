@@ -31,11 +31,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("transports", ("transports",)),
     ("dispatcher", ("dispatcher", "callbacks")),
     ("session", ("session",)),
-    ("client", ("client",)),
+    ("client", ("client", "notebook")),  # notebook: which clients a cell made; it imports nothing of mcpcall
     ("auth", ("auth",)),
     ("config", ("config",)),
     ("registry", ("registry",)),
-    ("top", ("cli", "notebook", "demo_server", "__main__", "")),  # "" is the package itself (mcpcall/__init__.py)
+    ("top", ("cli", "demo_server", "__main__", "")),  # "" is the package itself (mcpcall/__init__.py)
 ]
 
 

@@ -197,3 +197,15 @@ def test_outside_ipython_nothing_changes(monkeypatch: pytest.MonkeyPatch) -> Non
     with mcpcall.connect(demo_argv(), name="demo") as one, mcpcall.connect(demo_argv(), name="demo") as two:
         assert not one.closed and not two.closed
     assert notebook.ipython_shell() is None
+
+
+def test_a_config_entry_connected_in_a_later_cell_replaces_the_earlier_client(shell: _Shell) -> None:
+    """``load_config(...)[name].connect()`` in a cell is claimed for that cell, as ``mcpcall.connect`` is."""
+    command, *args = demo_argv()
+    shell.user_global_ns["CONFIG"] = {"mcpServers": {"demo": {"command": command, "args": args}}}
+    ns = shell.run("client = mcpcall.load_config(CONFIG)['demo'].connect()\nkept = [client]")
+    first = ns["client"]
+    with mcpcall.load_config(ns["CONFIG"])["demo"].connect() as library:  # not called from the notebook's namespace
+        assert not first.closed and not library.closed
+    shell.run("client = mcpcall.load_config(CONFIG)['demo'].connect()")
+    assert first.closed and not ns["client"].closed
