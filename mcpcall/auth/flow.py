@@ -29,6 +29,7 @@ import requests
 from ..config import redact_url
 from ..scheduler import get_scheduler
 from ..transports._exchanges import Exchange, current_exchange, track_session
+from ._json import _json_object
 from .challenge import Challenge, bearer_challenge
 from .discovery import (
     AuthError,
@@ -191,15 +192,6 @@ def _bounded(
             raise AuthError(failure)
         response._content = b"".join(chunks)  # what requests itself does when it reads a body
     return response
-
-
-def _json_object(response: requests.Response) -> dict[str, Any] | None:
-    """The body as a JSON object, or ``None`` when it is not one."""
-    try:
-        body = response.json()
-    except ValueError:
-        return None
-    return body if isinstance(body, dict) else None
 
 
 def _error_code(response: requests.Response) -> str | None:

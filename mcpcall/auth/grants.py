@@ -43,6 +43,7 @@ import requests
 from requests.cookies import extract_cookies_to_jar
 
 from ..config import redact_url
+from ._json import _json_object
 from .challenge import Challenge, bearer_challenge
 from .discovery import AuthError, _endpoint, _mapping, _strings, authorization_server_metadata_urls, canonical_resource
 from .flow import (
@@ -51,7 +52,6 @@ from .flow import (
     _call,
     _error_code,
     _first_json,
-    _json_object,
     fetch_protected_resource,
     new_session,
 )

@@ -31,8 +31,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Union
 from urllib.parse import urlsplit
 
+from ._json import _json_object
 from .discovery import AuthError
-from .flow import _json_object
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey

@@ -22,21 +22,19 @@ on a pipe someone else keeps open. The pipes are read with ``os.read`` only:
 no buffered file object, no lock a forked child could inherit held.
 
 Closing follows a ladder: close stdin, wait, SIGTERM the process group, wait,
-SIGKILL the group, reap. The server runs in a new session, so the group holds
-what it spawned too (``npx``/``uvx`` children).
+SIGKILL the group, reap. The process itself (starting it, its environment, its
+group, its exit status, the ladder after stdin) is :mod:`.process`'s job.
 """
 
 from __future__ import annotations
 
 import collections
-import errno
 import logging
 import os
 import re
 import select
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -46,6 +44,7 @@ from .. import jsonrpc, pieces
 from ..errors import ConfigError, ConnectionClosed, ProtocolError
 from ..forking import Owned, on_fork_in_child
 from .base import DEFAULT_MAX_MESSAGE_BYTES, Receiver, Transport
+from .process import default_environment, end_group, exit_code, forget_pipes, how_it_ended, pidfd, signal_group, spawn
 
 __all__ = ["StdioTransport", "default_environment"]
 
@@ -56,7 +55,6 @@ _STDERR_LINE_LIMIT = 64 * 1024
 _CHUNK = 1 << 16  # under malloc's mmap threshold: a larger read buffer costs an mmap and page faults per read
 _PEEK = 4096
 _EXIT_GRACE = 0.2  # after the server exits, how long stdout may stay quiet before it counts as closed
-_TERMINATE_GRACE = 0.5  # terminate(): how long SIGTERM has before SIGKILL
 _EXIT_PEEK = 0.1  # a write found the pipe broken: how long to wait for the exit status that explains it
 _MIN_BACKLOG = 1 << 20
 _STDERR_AFTER_CLOSE = 1.0  # how long lines still queued for a stderr consumer are passed on after close()
@@ -69,31 +67,7 @@ _POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 _PARK_IDLE = 0.05  # the reader resumes reading once no caller has read for itself for this long
 _LEAD_SLICE = 0.01  # a caller reading for itself looks this often whether its Future was finished by others
 
-if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-    _INHERITED = (
-        "APPDATA", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PATHEXT", "PROCESSOR_ARCHITECTURE",
-        "SYSTEMDRIVE", "SYSTEMROOT", "TEMP", "TMP", "USERNAME", "USERPROFILE", "PROGRAMFILES", "COMSPEC",
-    )
-else:
-    _INHERITED = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
-
 StderrOption = Union[None, str, Callable[[str], None], IO[str]]
-
-
-def default_environment() -> dict[str, str]:
-    """The few variables a server inherits by default (not secrets, just enough to run)."""
-    return {k: os.environ[k] for k in _INHERITED if k in os.environ and not os.environ[k].startswith("()")}
-
-
-def _pidfd(pid: int) -> int:
-    """A descriptor that polls readable when ``pid`` exits (Linux 5.3+), else -1."""
-    opener = getattr(os, "pidfd_open", None)
-    if opener is None:
-        return -1
-    try:
-        return int(opener(pid))
-    except OSError:
-        return -1
 
 
 class StdioTransport(Transport):
@@ -204,26 +178,12 @@ class StdioTransport(Transport):
         with self._close_lock:
             if self._closed:
                 raise ConnectionClosed(f"server {self.name!r} was closed before it started")
-            try:
-                self.process = subprocess.Popen(
-                    self.argv,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=stderr_target,
-                    env=environment,
-                    cwd=self._cwd,
-                    start_new_session=True,
-                    close_fds=True,
-                )
-            except FileNotFoundError as exc:
-                raise ConnectionClosed(_not_found(self.name, str(exc.filename or self.argv[0]), self._cwd, environment)) from None
-            except OSError as exc:  # PermissionError, NotADirectoryError, too many processes, …
-                raise ConnectionClosed(f"could not start server {self.name!r}: {exc}") from exc
+            self.process = spawn(self.argv, name=self.name, environment=environment, cwd=self._cwd, stderr=stderr_target)
             proc = self.process
             try:
                 self._set_up(proc)
             except Exception as exc:  # out of descriptors or threads: the process must not outlive the failure
-                self._signal_group(proc.pid, signal.SIGKILL)
+                signal_group(proc.pid, signal.SIGKILL, self.name)
                 raise ConnectionClosed(f"could not start server {self.name!r}: {type(exc).__name__}: {exc}") from exc
 
     def _set_up(self, proc: subprocess.Popen[bytes]) -> None:
@@ -232,7 +192,7 @@ class StdioTransport(Transport):
         self._stdin_fd = proc.stdin.fileno()
         os.set_blocking(self._stdin_fd, False)
         self._wake_r, self._wake_w = os.pipe()
-        self._pidfd = _pidfd(proc.pid)
+        self._pidfd = pidfd(proc.pid)
         on_fork_in_child(self, self._forget_inherited)
         # The stderr drain first: the reader joins it when stdout ends, which can be at once.
         if proc.stderr is not None:
@@ -332,7 +292,7 @@ class StdioTransport(Transport):
         returncode = self._exit_code(0.0 if internal else _EXIT_PEEK)
         if returncode is not None:
             return ConnectionClosed(
-                f"server {self.name!r} {_how_it_ended(returncode)} (unexpectedly)",
+                f"server {self.name!r} {how_it_ended(returncode)} (unexpectedly)",
                 returncode=returncode,
                 stderr_tail=self.tail(),
             )
@@ -758,11 +718,11 @@ class StdioTransport(Transport):
                 if thread.name.startswith("mcpcall-stderr-") and thread.ident is not None:
                     thread.join(1.0)
         if ended and not closing:
-            what = ended if returncode is None else f"{_how_it_ended(returncode)} ({ended})"
+            what = ended if returncode is None else f"{how_it_ended(returncode)} ({ended})"
         elif returncode is None:
             what = "closed its stdout"
         else:
-            what = _how_it_ended(returncode)
+            what = how_it_ended(returncode)
         reason = "the client was closed" if closing else "unexpectedly"
         note = None if closing or self._spoke else self.skipped_note()
         exc = ConnectionClosed(
@@ -780,17 +740,7 @@ class StdioTransport(Transport):
 
     def _exit_code(self, wait: float) -> int | None:
         """The exit status without reaping (so the process group stays ours until close)."""
-        proc = self.process
-        if proc is None:
-            return None
-        if proc.returncode is not None:
-            return proc.returncode
-        deadline = time.monotonic() + wait
-        while True:
-            status = _peek_exit(proc.pid) if hasattr(os, "waitid") else proc.poll()
-            if status is not None or time.monotonic() >= deadline:
-                return status
-            time.sleep(0.01)
+        return exit_code(self.process, wait)
 
     @property
     def stderr_tail(self) -> list[str]:
@@ -941,14 +891,7 @@ class StdioTransport(Transport):
         self._parked = False
         self._park_lock = threading.Lock()
         self._park_cond = threading.Condition(self._park_lock)
-        proc = self.process
-        for stream in (proc.stdin, proc.stdout, proc.stderr) if proc is not None else ():
-            raw = getattr(stream, "raw", None)
-            if raw is not None:
-                try:
-                    raw.close()  # the raw file: no lock; the buffered one then counts as closed
-                except OSError:
-                    pass
+        forget_pipes(self.process)
         for fd in (self._wake_r, self._wake_w, self._pidfd):
             if fd >= 0:
                 try:
@@ -989,17 +932,7 @@ class StdioTransport(Transport):
                 proc.stdin.close()
             except OSError:
                 pass
-        timeout = self.close_timeout if graceful else min(self.close_timeout, _TERMINATE_GRACE)
-        if not graceful or self._exit_code(timeout) is None:
-            self._signal_group(proc.pid, signal.SIGTERM)
-            if self._exit_code(timeout) is None:
-                log.warning("server %r ignored SIGTERM for %.1f s; killing it", self.name, timeout)
-        # Whatever the leader did, leave nothing of its group behind.
-        self._signal_group(proc.pid, signal.SIGKILL)
-        try:
-            proc.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:  # pragma: no cover - a process in uninterruptible sleep
-            log.error("server %r (pid %d) did not die after SIGKILL", self.name, proc.pid)
+        end_group(proc, self.name, self.close_timeout, graceful=graceful)
         # From here a slow stderr consumer gets a little more time, not more: the server's last words
         # (written while it shut down) are passed on first.
         self._closed_at = time.monotonic()
@@ -1040,14 +973,6 @@ class StdioTransport(Transport):
                     return
             time.sleep(0.01)
 
-    def _signal_group(self, pid: int, sig: int) -> None:
-        try:
-            os.killpg(pid, sig)
-        except ProcessLookupError:
-            pass
-        except PermissionError as exc:  # pragma: no cover
-            log.warning("could not signal server %r: %s", self.name, exc)
-
 
 _EXCERPT = 120  # characters of a skipped line shown in messages
 _URL = re.compile(r"\bhttps?://")
@@ -1059,48 +984,3 @@ def _excerpt(line: bytes) -> str:
     cut = len(text) > _EXCERPT or len(line) > _EXCERPT * 4
     shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:_EXCERPT])
     return f"'{shown}'" + ("…" if cut else "")
-
-
-def _how_it_ended(returncode: int) -> str:
-    return f"was killed by signal {-returncode}" if returncode < 0 else f"exited with code {returncode}"
-
-
-def _peek_exit(pid: int) -> int | None:
-    """The exit status of ``pid`` if it has ended, leaving it unreaped; else None."""
-    try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return None
-    except OSError as exc:  # pragma: no cover
-        if exc.errno == errno.EINTR:
-            return None
-        raise
-    if info is None:
-        return None
-    if info.si_code == os.CLD_EXITED:
-        return info.si_status
-    return -info.si_status
-
-
-_HOST_PORT = re.compile(r"^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}(?:[/?#].*)?$")
-_HOST_PATH = re.compile(r"^[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+/.*$")
-_LOCAL_HOST = re.compile(r"^(?:localhost|[0-9.]+|\[[0-9A-Fa-f:.]+\])(?::|/|$)")
-
-
-
-def _not_found(server: str, program: str, cwd: str | None, environment: Mapping[str, str]) -> str:
-    """The message for a program that does not exist: no directory of PATH in it, nor anything else of the environment."""
-    from ..config import redact_url
-
-    text = f"could not start server {server!r}: {redact_url(program)!r} not found"
-    is_path = os.sep in program or bool(os.altsep and os.altsep in program)
-    if is_path:
-        text += f" (relative to {cwd!r})" if cwd and not os.path.isabs(program) else ""
-    else:
-        path = environment.get("PATH")
-        text += " (the server's environment has no PATH)" if path is None else \
-            f" on PATH ({len([d for d in path.split(os.pathsep) if d])} directories searched)"
-    if "@" not in program and (_HOST_PORT.match(program) or _HOST_PATH.match(program)):
-        scheme = "http" if _LOCAL_HOST.match(program) or _HOST_PORT.match(program) else "https"
-        return text + f"; did you mean {redact_url(f'{scheme}://{program}')}? (a URL needs its scheme)"
-    return text + ("; check the path" if is_path else "; is it installed? Give its absolute path")

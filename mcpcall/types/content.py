@@ -3,15 +3,17 @@
 Every block has ``type`` (the wire ``type``), ``annotations`` and ``raw``.
 Binary data (images, audio, blobs) is decoded from base64 into ``bytes``. A
 block of a type this version does not know is kept as :class:`UnknownContent`.
-Every block shows itself in Jupyter (``_repr_html_``, from :mod:`.html`).
+Every block shows itself in Jupyter (``_repr_html_``, :func:`content_html`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import field
+from html import escape
 from typing import Any, ClassVar, Union
 
+from ._markup import _PRE, _code, _cut, _json, _link, _media, _size
 from ._record import decode_base64, mapping, optional_int, optional_str, record, require, require_str
 
 __all__ = [
@@ -71,8 +73,6 @@ class _HTMLBlock:
     __slots__ = ()
 
     def _repr_html_(self) -> str:
-        from .html import content_html
-
         return content_html(self)
 
 
@@ -181,3 +181,33 @@ def parse_content(data: Any, server: str = "", where: str = "") -> ContentBlock:
 def text_of(blocks: Any) -> str:
     """The text blocks among ``blocks`` joined by newlines."""
     return "\n".join(block.text for block in blocks if isinstance(block, TextContent))
+
+
+# -- HTML (Jupyter's rich display; the other views are in :mod:`.html`) ------------------------------
+
+
+def _contents_html(contents: ResourceContents) -> str:
+    head = _link(contents.uri, contents.uri) + (f" <small>{escape(contents.mime_type)}</small>" if contents.mime_type else "")
+    if contents.text is not None:
+        return f'<div>{head}<pre style="{_PRE}">{_cut(contents.text)}</pre></div>'
+    return f"<div>{head} <i>{_size(len(contents.data))} of binary data</i></div>"
+
+
+def content_html(block: Any) -> str:
+    """One content block as HTML (text escaped; media inlined when safe and small)."""
+    if isinstance(block, TextContent):
+        return f'<pre style="{_PRE}">{_cut(block.text)}</pre>'
+    if isinstance(block, (ImageContent, AudioContent)):
+        return _media(block.type, block.mime_type, block.data)
+    if isinstance(block, ResourceLink):
+        about = [escape(block.mime_type)] if block.mime_type else []
+        if block.size is not None:
+            about.append(_size(block.size))
+        extra = f" <small>{', '.join(about)}</small>" if about else ""
+        description = f" — {_cut(block.description, 500)}" if block.description else ""
+        return f"<div>🔗 {_link(block.uri, block.title or block.name)}{extra}{description}</div>"
+    if isinstance(block, EmbeddedResource):
+        return _contents_html(block.resource)
+    if isinstance(block, UnknownContent):
+        return f"<div><i>a {_code(block.type)} block</i>{_json(dict(block.raw), 500)}</div>"
+    return f"<div>{_cut(repr(block), 500)}</div>"

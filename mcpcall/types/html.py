@@ -10,22 +10,12 @@ results at :data:`MAX_BLOCKS` blocks, and media is inlined only up to
 
 from __future__ import annotations
 
-import base64
-import json
-import re
 from collections.abc import Iterable, Mapping
 from html import escape
 from typing import Any
 
-from .content import (
-    AudioContent,
-    EmbeddedResource,
-    ImageContent,
-    ResourceContents,
-    ResourceLink,
-    TextContent,
-    UnknownContent,
-)
+from ._markup import INLINE_IMAGE_TYPES, MAX_INLINE_BYTES, MAX_TEXT, _code, _cut, _json, _link, _size
+from .content import content_html
 
 __all__ = [
     "INLINE_IMAGE_TYPES",
@@ -42,49 +32,11 @@ __all__ = [
     "tools_html",
 ]
 
-MAX_TEXT = 2000  #: characters of one text shown before "… (N more characters)"
 MAX_ROWS = 200  #: rows of a tool table
 MAX_BLOCKS = 50  #: content blocks of one result
-MAX_INLINE_BYTES = 2 * 1024 * 1024  #: image or audio bytes put inline as a data: URI
-INLINE_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
-_AUDIO_TYPE = re.compile(r"audio/[a-z0-9][a-z0-9.+-]{0,63}\Z")
-_LINK_SCHEMES = ("http://", "https://")
 
 _STYLE = "border-collapse:collapse;text-align:left"
 _CELL = "padding:2px 8px;vertical-align:top;text-align:left"
-_PRE = "white-space:pre-wrap;margin:2px 0"
-
-
-def _cut(text: str, limit: int = MAX_TEXT) -> str:
-    """``text`` escaped, cut at ``limit`` characters with a note of what was left out."""
-    if len(text) <= limit:
-        return escape(text)
-    return f"{escape(text[:limit])}<i>… ({len(text) - limit} more characters)</i>"
-
-
-def _json(value: Any, limit: int = MAX_TEXT) -> str:
-    try:
-        text = json.dumps(value, ensure_ascii=False, indent=2, default=repr)
-    except (TypeError, ValueError):  # a cycle, a key that is not a string
-        try:
-            text = repr(value)
-        except RecursionError:
-            text = "(nested too deeply to show)"
-    except RecursionError:  # a server's value nested deeper than Python recurses
-        text = "(nested too deeply to show)"
-    return f'<pre style="{_PRE}">{_cut(text, limit)}</pre>'
-
-
-def _size(count: int) -> str:
-    if count < 1024:
-        return f"{count} bytes"
-    if count < 1024 * 1024:
-        return f"{count / 1024:.1f} KiB"
-    return f"{count / (1024 * 1024):.1f} MiB"
-
-
-def _code(text: str) -> str:
-    return f"<code>{_cut(text, 200)}</code>"
 
 
 # -- tools --------------------------------------------------------------------------------------
@@ -192,54 +144,6 @@ def result_html(result: Any) -> str:
     if not blocks and result.structured_content is None:
         parts.append("<div><i>(no content)</i></div>")
     return f'<div class="mcpcall-result">{"".join(parts)}</div>'
-
-
-def _media(kind: str, mime: str, data: bytes) -> str:
-    """Inline ``data`` (kind "image" or "audio") when its type is safe and it is small enough; else describe it."""
-    clean = mime.strip().lower()
-    safe = clean in INLINE_IMAGE_TYPES if kind == "image" else bool(_AUDIO_TYPE.match(clean))
-    about = f"{kind} {_code(mime)}, {_size(len(data))}"
-    if not safe:
-        return f"<div><i>{about} (this type is not shown inline)</i></div>"
-    if len(data) > MAX_INLINE_BYTES:
-        return f"<div><i>{about} (larger than {_size(MAX_INLINE_BYTES)}: not shown inline)</i></div>"
-    uri = f"data:{clean};base64,{base64.b64encode(data).decode('ascii')}"
-    if kind == "image":
-        return f'<div><img src="{uri}" alt="{escape(clean)} image" style="max-width:100%"></div>'
-    return f'<div><audio controls src="{uri}"></audio> <small>{about}</small></div>'
-
-
-def _link(uri: str, label: str) -> str:
-    if uri.lower().startswith(_LINK_SCHEMES):
-        return f'<a href="{escape(uri)}" target="_blank" rel="noopener noreferrer">{_cut(label, 300)}</a>'
-    return _code(uri) if label == uri else f"{_cut(label, 300)} ({_code(uri)})"
-
-
-def _contents_html(contents: ResourceContents) -> str:
-    head = _link(contents.uri, contents.uri) + (f" <small>{escape(contents.mime_type)}</small>" if contents.mime_type else "")
-    if contents.text is not None:
-        return f'<div>{head}<pre style="{_PRE}">{_cut(contents.text)}</pre></div>'
-    return f"<div>{head} <i>{_size(len(contents.data))} of binary data</i></div>"
-
-
-def content_html(block: Any) -> str:
-    """One content block as HTML (text escaped; media inlined when safe and small)."""
-    if isinstance(block, TextContent):
-        return f'<pre style="{_PRE}">{_cut(block.text)}</pre>'
-    if isinstance(block, (ImageContent, AudioContent)):
-        return _media(block.type, block.mime_type, block.data)
-    if isinstance(block, ResourceLink):
-        about = [escape(block.mime_type)] if block.mime_type else []
-        if block.size is not None:
-            about.append(_size(block.size))
-        extra = f" <small>{', '.join(about)}</small>" if about else ""
-        description = f" — {_cut(block.description, 500)}" if block.description else ""
-        return f"<div>🔗 {_link(block.uri, block.title or block.name)}{extra}{description}</div>"
-    if isinstance(block, EmbeddedResource):
-        return _contents_html(block.resource)
-    if isinstance(block, UnknownContent):
-        return f"<div><i>a {_code(block.type)} block</i>{_json(dict(block.raw), 500)}</div>"
-    return f"<div>{_cut(repr(block), 500)}</div>"
 
 
 # -- prompts and resources -------------------------------------------------------------------------
