@@ -35,14 +35,13 @@ from typing import Any, Callable, Union
 from urllib.parse import urljoin
 
 from .. import jsonrpc, pieces
-from ..auth import BearerAuth
-from ..config import redact_url
 from ..errors import ConfigError, ConnectionClosed, HTTPError, MCPError, ProtocolError, RequestTimeout
 from ..forking import Owned
 from ..scheduler import get_scheduler
+from ..urls import origin, redact_url, same_origin
+from ._bearer import BearerAuth
 from ._exchanges import Exchange, Sending, sending, track_session
 from ._lookups import LookupTimeout
-from ._origins import origin, same_origin
 from ._sender import DirectResponse, Sender
 from .base import DEFAULT_MAX_MESSAGE_BYTES, Receiver, Transport, caller_waits, waiting_caller
 
