@@ -32,8 +32,26 @@ Each rule of the thread model is enforced in one place:
 - every buffer is bounded: lines, bodies and events by ``max_message_bytes``,
   what waits for a server that does not read its stdin, stderr lines waiting
   for a slow consumer, pages of a listing;
-- nothing leaves the origin the user named: :mod:`mcpcall.transports._origins`;
+- nothing leaves the origin the user named: :mod:`mcpcall.urls`;
 - a forked child never touches what its parent owns: :mod:`mcpcall.forking`.
+
+The package is built in floors; each folder (or module) may import its own floor and the floors below it,
+never one above (``tests/test_import_graph.py`` checks it; ``python tests/import_graph.py`` prints the graph,
+and its ``LAYERS`` is this diagram)::
+
+    cli/, demo_server, __main__, mcpcall    the surface: connect(), the command line  -> everything below
+    registry/                               many servers' tools for an LLM            -> config and below
+    config/, notebook                       what a user names -> a transport; config files -> auth and below
+    auth/                                   OAuth and other request signers           -> client and below
+    client                                  Client: one server's session, composed    -> session and below
+    session/                                the parts of a session (eras, calls, ...) -> dispatcher and below
+    dispatcher                              requests and their answers (Futures)      -> transports and below
+    transports/                             stdio, streamable HTTP, HTTP+SSE, memory  -> the ground
+    the ground                              errors, urls, jsonrpc, sse, headers, schema, protocol, types/,
+                                            scheduler, callbacks, forking, patterns, pieces (no floor above;
+                                            errors and urls import nothing of mcpcall)
+
+No circle of imports spans two folders.
 """
 
 from __future__ import annotations
@@ -57,6 +75,7 @@ from .config import ServerConfig, ServerSpec, find_config, load_config
 from .config import make_transport as make_transport  # importable as before; connect() builds through config.connect
 from .dispatcher import RequestFuture
 from .errors import (
+    AuthError,
     ConfigError,
     ConnectionClosed,
     ForkedClient,
@@ -70,6 +89,7 @@ from .errors import (
     RPCError,
     SchemaValidationError,
     SessionExpired,
+    SignInRequired,
     ToolError,
     UnsupportedVersion,
 )
@@ -103,14 +123,12 @@ logging.getLogger("mcpcall").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from .auth import (
-        AuthError,
         ClientCredentials,
         EnterpriseAuth,
         FileTokenStore,
         JWTBearer,
         MemoryTokenStore,
         OAuth,
-        SignInRequired,
         Token,
     )
     from .registry import RegisteredTool, ToolRegistry, ToolStats
@@ -121,11 +139,9 @@ _LAZY = {
     "ToolRegistry": "registry",
     "ToolStats": "registry",
     "OAuth": "auth",
-    "SignInRequired": "auth",
     "ClientCredentials": "auth",
     "JWTBearer": "auth",
     "EnterpriseAuth": "auth",
-    "AuthError": "auth",
     "Token": "auth",
     "MemoryTokenStore": "auth",
     "FileTokenStore": "auth",

@@ -41,6 +41,7 @@ from .errors import (
     RequestTimeout,
     ResourceNotFound,
     RPCError,
+    SignInRequired,
 )
 from .protocol import (
     LATEST_LEGACY_VERSION,
@@ -214,8 +215,6 @@ class Client:
         Only on a thread of the user's: mcpcall's own threads (a registry's connecting
         threads) never ask a person. True when a sign-in ran and connecting may go on.
         """
-        from .auth.discovery import SignInRequired
-
         auth: Any = getattr(self.transport, "auth", None)
         url = getattr(self.transport, "url", None)
         if not isinstance(exc, SignInRequired) or auth is None or not isinstance(url, str):

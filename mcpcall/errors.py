@@ -11,14 +11,40 @@ working::
     ├── RPCError                                   the server answered with a JSON-RPC error
     │   ├── UnsupportedVersion                     -32022: the server wants another version
     │   ├── MethodNotFound                         -32601: the server does not offer that feature
-    │   └── ResourceNotFound                       the resource asked for does not exist
+    │   ├── ResourceNotFound                       the resource asked for does not exist
+    │   └── NoHandler                              the server asked for what the client has no handler for
     ├── ToolError                                  a tool result had isError: true
     ├── ProtocolError                              the peer broke the protocol
-    │   └── SchemaValidationError  (also ValueError) a value does not match a tool's schema
+    │   ├── SchemaValidationError  (also ValueError) a value does not match a tool's schema
+    │   ├── NestedTooDeep                          a tool definition nests too deep
+    │   ├── BadHandlerAnswer                       a handler's answer the protocol does not allow
+    │   └── TokenResponseError     (also ValueError) a token endpoint's answer is no token response
     ├── ConnectionClosed       (also ConnectionError) the server went away
     ├── HTTPError                                  an HTTP reply that is not MCP (status, body excerpt)
     │   └── SessionExpired                         404 for our session: the next request starts a new one
-    └── ForkedClient                               a client used in a forked child process
+    ├── ForkedClient                               a client used in a forked child process
+    ├── InsecureTokenFile      (also PermissionError) a token file others may read or write
+    ├── RefreshTimeout         (also TimeoutError) another thread's token refresh took too long
+    │   └── RefreshAborted                         the waiter's own request ended meanwhile
+    └── AuthError                                  OAuth discovery or authorization failed
+        ├── SignInRequired                         a person must sign in, and this thread may not ask
+        ├── RedirectTimeout    (also TimeoutError) the browser did not come back in time
+        ├── CryptoUnavailable  (also ImportError)  signing needs PyJWT with cryptography
+        ├── InvalidKey         (also ValueError)   a key that cannot be loaded or does not fit
+        ├── NoResourceMetadata                     the server's 401 is no OAuth challenge mcpcall can answer
+        ├── TokenEndpointError                     the token endpoint refused (status, OAuth error code)
+        └── RequestEnded       (also Abandoned)    a step stopped because its request ended
+
+    Abandoned (an Exception, not an MCPError): a shared run's leader stopped for a reason of its own;
+    its followers do the work themselves. Only RequestEnded reaches a caller.
+
+Every class is defined here; the modules that first defined them (``mcpcall.auth.discovery``,
+``mcpcall.auth.flow``, ``mcpcall.auth.tokens``, ``mcpcall.auth.jose``, ``mcpcall.auth.redirect``,
+``mcpcall.types.tools``, ``mcpcall.session.inbound``) re-export them, and ``mcpcall.X`` stays as it was.
+Private exceptions that never leave a module (``_OverBudget``, ``_StaleCursor``, ``CauseSummary``,
+the CLI's ``OutputClosed``) and the CLI's ``UsageError`` stay where they are used.
+
+This module imports nothing of mcpcall: it is the ground floor every layer may import.
 
 Foreign exceptions (``OSError``, ``json`` errors) are mapped to these at the
 transport boundary, keeping the original as ``__cause__``.
@@ -30,19 +56,34 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "AuthError",
+    "BadHandlerAnswer",
     "ConfigError",
     "ConnectionClosed",
+    "CryptoUnavailable",
     "ForkedClient",
     "HTTPError",
+    "InsecureTokenFile",
+    "InvalidKey",
     "InvalidRequest",
     "MCPError",
     "MethodNotFound",
+    "NestedTooDeep",
+    "NoHandler",
+    "NoResourceMetadata",
     "ProtocolError",
     "RPCError",
+    "RedirectTimeout",
+    "RefreshAborted",
+    "RefreshTimeout",
+    "RequestEnded",
     "RequestTimeout",
     "ResourceNotFound",
     "SchemaValidationError",
     "SessionExpired",
+    "SignInRequired",
+    "TokenEndpointError",
+    "TokenResponseError",
     "ToolError",
     "UnsupportedVersion",
 ]
@@ -201,3 +242,99 @@ class HTTPError(MCPError):
 
 class SessionExpired(HTTPError):
     """The server no longer knows our session (HTTP 404); the next request opens a new one."""
+
+
+# -- raised by the session, the types and auth (re-exported where they were first defined) ----------
+
+
+class NestedTooDeep(ProtocolError):
+    """A tool definition nests dicts and lists deeper than :data:`~mcpcall.schema.MAX_DEPTH`."""
+
+
+class NoHandler(RPCError):
+    """The server asked for something no callable was given for (sampling, elicitation, roots, ...)."""
+
+    def __init__(self, method: str, server: str) -> None:
+        super().__init__(-32601, f"the client has no handler for {method}", server=server, method=method)
+        text = (f"server {server!r} asked the client for {method}, which this client has no handler for "
+                "(give connect() sampling=, elicitation=, roots= or handlers={method: fn})")
+        self.args = (text,)
+
+
+class BadHandlerAnswer(ProtocolError):
+    """A handler (sampling, elicitation, roots, ...) returned an answer the protocol does not allow.
+
+    Nothing of it is sent: the server gets a JSON-RPC error (legacy) or the call fails (modern).
+    ``reason`` says what is wrong with the answer, without repeating its values.
+    """
+
+    def __init__(self, method: str, reason: str, server: str) -> None:
+        super().__init__(f"the client's handler for {method} (server {server!r}) gave an invalid answer: {reason}; "
+                         "fix what the handler returns")
+        self.method = method
+        self.reason = reason
+        self.server = server
+
+
+class TokenResponseError(ProtocolError, ValueError):
+    """The token endpoint's answer is not a usable token response (the message never holds a token)."""
+
+
+class InsecureTokenFile(MCPError, PermissionError):
+    """A token file is readable or writable by other users, or is not a regular file."""
+
+
+class RefreshTimeout(MCPError, TimeoutError):
+    """Another thread's refresh for the same key did not finish within the timeout."""
+
+
+class RefreshAborted(RefreshTimeout):
+    """The waiter's own request ended (its deadline, a cancel, ``close()``) while another thread's run went on."""
+
+
+class AuthError(MCPError):
+    """OAuth discovery or authorization failed: a bad URL, or metadata the client must not use."""
+
+
+class SignInRequired(AuthError):
+    """Authorization needs a person (a browser tab, a prompt), and this thread may not ask one.
+
+    mcpcall asks a person only in ``OAuth.login()``, on the calling thread; ``connect()``
+    does that by itself when it meets this error on its own thread.
+    """
+
+
+class RedirectTimeout(AuthError, TimeoutError):
+    """The browser did not come back to the loopback listener in time."""
+
+
+class CryptoUnavailable(AuthError, ImportError):
+    """Signing needs PyJWT with cryptography: ``pip install 'mcpcall[auth]'``."""
+
+
+class InvalidKey(AuthError, ValueError):
+    """A key that cannot be loaded, or an algorithm that does not fit it (the message shows no key material)."""
+
+
+class NoResourceMetadata(AuthError):
+    """The server published no protected resource metadata: its 401 is not an OAuth challenge mcpcall can answer."""
+
+
+class TokenEndpointError(AuthError):
+    """The token endpoint refused a request; ``status`` is the HTTP status, ``error`` the OAuth error code."""
+
+    def __init__(self, message: str, *, status: int, error: str | None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
+
+
+class Abandoned(Exception):
+    """Raised by a leader that stopped for a reason of its own (its request ended): its followers run ``fn`` themselves."""
+
+
+class RequestEnded(AuthError, Abandoned):
+    """A step made inside a request was stopped because that request ended (its deadline, a cancel, ``close()``).
+
+    Not a failure of the step: threads waiting for its outcome do it themselves.
+    """

@@ -26,10 +26,11 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mcpcall"
 
 # Bottom first. A prefix names a module or a folder (every module under it); the longest prefix that matches wins.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    # callbacks (the callbacks thread, log_later) imports nothing of mcpcall, and the scheduler defers its records to it.
     ("ground", ("_version", "errors", "urls", "jsonrpc", "sse", "headers", "patterns", "schema", "_condition",
-                "forking", "protocol", "scheduler", "types", "pieces")),
+                "forking", "protocol", "scheduler", "callbacks", "types", "pieces")),
     ("transports", ("transports",)),
-    ("dispatcher", ("dispatcher", "callbacks")),
+    ("dispatcher", ("dispatcher",)),
     ("session", ("session",)),
     ("client", ("client", "notebook")),  # notebook: which clients a cell made; it imports nothing of mcpcall
     ("auth", ("auth",)),

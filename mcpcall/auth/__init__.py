@@ -4,8 +4,11 @@ Any ``requests`` auth object works as ``connect(url, auth=...)``; a plain
 string is sent as a bearer token through :class:`BearerAuth`. :class:`OAuth`
 runs the MCP authorization flow (OAuth 2.1) when a server answers 401.
 
-Everything but :class:`BearerAuth` is imported on first use: the transports
-import this package, and most connections never need OAuth.
+Everything is imported on first use: most connections never need OAuth. :class:`BearerAuth`
+lives in :mod:`mcpcall.transports._bearer` (the HTTP transports use it for ``auth="token"``).
+
+It may import the ground floor, the transports, the dispatcher, the session and the client;
+never config, the registry or the CLI (which build OAuth objects from it).
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ..errors import AuthError, CryptoUnavailable, SignInRequired
+from ..transports._bearer import BearerAuth
+
 if TYPE_CHECKING:
-    from .discovery import AuthError, SignInRequired
     from .grants import ClientCredentials, EnterpriseAuth, JWTBearer
-    from .jose import CryptoUnavailable, DPoPProver, SigningKey
+    from .jose import DPoPProver, SigningKey
     from .oauth import OAuth, RedirectHandler
     from .redirect import LoopbackRedirect, PasteRedirect, default_redirect
     from .tokens import FileTokenStore, MemoryTokenStore, Token, TokenStore
@@ -43,12 +48,9 @@ __all__ = [
 ]
 
 _LAZY = {
-    "AuthError": "discovery",
-    "SignInRequired": "discovery",
     "ClientCredentials": "grants",
     "EnterpriseAuth": "grants",
     "JWTBearer": "grants",
-    "CryptoUnavailable": "jose",
     "DPoPProver": "jose",
     "SigningKey": "jose",
     "OAuth": "oauth",
@@ -69,30 +71,3 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module(f".{module}", __name__), name)
     raise AttributeError(f"module 'mcpcall.auth' has no attribute {name!r}")
 
-
-class BearerAuth:
-    """``Authorization: Bearer <token>`` on every request; the token never shows in a repr.
-
-    ``requests`` accepts any callable that takes and returns a prepared
-    request, so this needs no import of ``requests`` to exist.
-    """
-
-    __slots__ = ("_token",)
-
-    def __init__(self, token: str) -> None:
-        if not isinstance(token, str) or not token or any(ch in token for ch in "\r\n"):
-            raise ValueError("a bearer token must be a non-empty string on one line")
-        self._token = token
-
-    def __call__(self, request: Any) -> Any:
-        request.headers["Authorization"] = f"Bearer {self._token}"
-        return request
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, BearerAuth) and other._token == self._token
-
-    def __hash__(self) -> int:
-        return hash((BearerAuth, self._token))
-
-    def __repr__(self) -> str:
-        return "<BearerAuth ***>"

@@ -19,13 +19,14 @@ from types import MappingProxyType
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
-from ..config import redact_url
-from ..errors import MCPError
+from ..errors import AuthError, SignInRequired
+from ..urls import redact_url
 
 __all__ = [
     "AuthError",
     "AuthorizationServer",
     "ProtectedResource",
+    "SignInRequired",
     "authorization_server_metadata_urls",
     "canonical_resource",
     "check_authorization_server",
@@ -42,18 +43,6 @@ _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 
 def _empty() -> Mapping[str, Any]:
     return MappingProxyType({})
-
-
-class AuthError(MCPError):
-    """OAuth discovery or authorization failed: a bad URL, or metadata the client must not use."""
-
-
-class SignInRequired(AuthError):
-    """Authorization needs a person (a browser tab, a prompt), and this thread may not ask one.
-
-    mcpcall asks a person only in ``OAuth.login()``, on the calling thread; ``connect()``
-    does that by itself when it meets this error on its own thread.
-    """
 
 
 @dataclass(frozen=True)

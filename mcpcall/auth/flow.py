@@ -26,13 +26,13 @@ from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import requests
 
-from ..config import redact_url
+from ..errors import AuthError, NoResourceMetadata, RequestEnded, TokenEndpointError
 from ..scheduler import get_scheduler
 from ..transports._exchanges import Exchange, current_exchange, track_session
+from ..urls import redact_url
 from ._json import _json_object
 from .challenge import Challenge, bearer_challenge
 from .discovery import (
-    AuthError,
     AuthorizationServer,
     ProtectedResource,
     authorization_server_metadata_urls,
@@ -43,7 +43,7 @@ from .discovery import (
 )
 from .hooks import emit
 from .pkce import PKCE
-from .tokens import Abandoned, Token, TokenResponseError
+from .tokens import Token, TokenResponseError
 
 if TYPE_CHECKING:
     from .jose import DPoPProver
@@ -70,26 +70,6 @@ __all__ = [
 
 _ERROR_CODE = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 _FORM = {"Accept": "application/json", "Content-Type": "application/x-www-form-urlencoded"}
-
-
-class NoResourceMetadata(AuthError):
-    """The server published no protected resource metadata: its 401 is not an OAuth challenge mcpcall can answer."""
-
-
-class RequestEnded(AuthError, Abandoned):
-    """A step made inside a request was stopped because that request ended (its deadline, a cancel, ``close()``).
-
-    Not a failure of the step: threads waiting for its outcome do it themselves.
-    """
-
-
-class TokenEndpointError(AuthError):
-    """The token endpoint refused a request; ``status`` is the HTTP status, ``error`` the OAuth error code."""
-
-    def __init__(self, message: str, *, status: int, error: str | None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error = error
 
 
 @dataclass(frozen=True, repr=False)

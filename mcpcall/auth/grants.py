@@ -42,7 +42,7 @@ from urllib.parse import quote
 import requests
 from requests.cookies import extract_cookies_to_jar
 
-from ..config import redact_url
+from ..urls import redact_url
 from ._json import _json_object
 from .challenge import Challenge, bearer_challenge
 from .discovery import AuthError, _endpoint, _mapping, _strings, authorization_server_metadata_urls, canonical_resource

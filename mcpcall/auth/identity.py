@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from ..config import redact_url
+from ..urls import redact_url
 from .discovery import AuthError, AuthorizationServer
 from .flow import Client, choose_auth_method, register_client
 from .tokens import Token, TokenStore, fresh_locks_in_child

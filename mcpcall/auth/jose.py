@@ -31,8 +31,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Union
 from urllib.parse import urlsplit
 
+from ..errors import CryptoUnavailable, InvalidKey
 from ._json import _json_object
-from .discovery import AuthError
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey
@@ -62,14 +62,6 @@ _EC_CURVES = {"secp256r1": "P-256", "secp384r1": "P-384", "secp521r1": "P-521"}
 _RSA_ALGS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"})
 _NONCE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]{1,512}")  # RFC 9449 section 8: 1*NQCHAR
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-class CryptoUnavailable(AuthError, ImportError):
-    """Signing needs PyJWT with cryptography: ``pip install 'mcpcall[auth]'``."""
-
-
-class InvalidKey(AuthError, ValueError):
-    """A key that cannot be loaded, or an algorithm that does not fit it (the message shows no key material)."""
 
 
 def _modules() -> tuple[Any, Any]:

@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any, Callable, overload
 import requests
 from requests.cookies import extract_cookies_to_jar
 
-from ..config import redact_url
 from ..forking import on_fork_in_child
+from ..urls import redact_url
 from .challenge import Challenge, bearer_challenge
 from .discovery import AuthError, AuthorizationServer, ProtectedResource, SignInRequired, canonical_resource
 from .flow import (

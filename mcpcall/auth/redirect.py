@@ -33,8 +33,8 @@ from collections.abc import Callable
 from typing import Any, TextIO
 from urllib.parse import parse_qs, urlsplit
 
-from ..config import redact_url
-from .discovery import AuthError
+from ..errors import AuthError, RedirectTimeout
+from ..urls import redact_url
 
 __all__ = ["LoopbackRedirect", "PasteRedirect", "RedirectTimeout", "default_redirect", "headless", "in_notebook"]
 
@@ -47,10 +47,6 @@ _SEND_TIMEOUT = 2.0
 _PASTE_TRIES = 3
 #: Set to ``loopback`` or ``paste`` to override :func:`default_redirect`'s guess.
 OVERRIDE_ENV = "MCPCALL_OAUTH_REDIRECT"
-
-
-class RedirectTimeout(AuthError, TimeoutError):
-    """The browser did not come back to the loopback listener in time."""
 
 
 def _page(title: str, text: str) -> bytes:

@@ -31,7 +31,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol, TypeVar
 
-from mcpcall.errors import MCPError, ProtocolError
+from mcpcall.errors import (
+    Abandoned,
+    InsecureTokenFile,
+    RefreshAborted,
+    RefreshTimeout,
+    TokenResponseError,
+)
 
 from .hooks import emit  # read inside an HTTP worker's send: the record goes out on the callbacks thread
 
@@ -57,26 +63,6 @@ log = logging.getLogger("mcpcall.auth.tokens")
 T = TypeVar("T")
 
 _TOKEN_TYPES = {"bearer": "Bearer", "dpop": "DPoP"}
-
-
-class TokenResponseError(ProtocolError, ValueError):
-    """The token endpoint's answer is not a usable token response (the message never holds a token)."""
-
-
-class InsecureTokenFile(MCPError, PermissionError):
-    """A token file is readable or writable by other users, or is not a regular file."""
-
-
-class RefreshTimeout(MCPError, TimeoutError):
-    """Another thread's refresh for the same key did not finish within the timeout."""
-
-
-class RefreshAborted(RefreshTimeout):
-    """The waiter's own request ended (its deadline, a cancel, ``close()``) while another thread's run went on."""
-
-
-class Abandoned(Exception):
-    """Raised by a leader that stopped for a reason of its own (its request ended): its followers run ``fn`` themselves."""
 
 
 class Abortable(Protocol):

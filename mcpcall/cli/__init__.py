@@ -62,6 +62,8 @@ Modules: :mod:`.words` (options and words), :mod:`.targets` (which server),
 :mod:`.inputs` (a config's inputs), :mod:`.login` (login, logout, OAuth for
 remote servers), :mod:`.output` (stdout, printable text and exit codes),
 :mod:`.app` (``main``).
+
+The top floor: it may import every other part of mcpcall; nothing of mcpcall imports it.
 """
 
 from __future__ import annotations

@@ -1,15 +1,17 @@
 """Configuration: from what a user names to a transport, and the config files people already have.
 
 - :mod:`mcpcall.config.transports`: one server spec (argv list, command string,
-  URL, ``mcpServers``-style entry) to a transport (:func:`make_transport`), and
-  :func:`redact_url` for every message that shows a URL;
+  URL, ``mcpServers``-style entry) to a transport (:func:`make_transport`);
+  :func:`redact_url` and :func:`is_url` are :mod:`mcpcall.urls`'s, re-exported;
 - :mod:`mcpcall.config.reading`: ``mcpServers`` / VS Code ``servers`` files to
   :class:`ServerConfig` objects (:func:`load_config`, :func:`find_config`), each entry
   checked by :mod:`~mcpcall.config.entries`, its ``${...}`` values expanded by
   :mod:`~mcpcall.config.expand`, its OAuth settings read by :mod:`~mcpcall.config.oauth_settings`;
 - :mod:`mcpcall.config.connect`: :class:`ServerConfig`, one server ready to connect.
 
-Nothing here starts a process or opens a connection.
+Nothing here starts a process or opens a connection (but ``ServerConfig.connect()``).
+
+It may import auth, the client and everything below them; never the registry or the CLI.
 """
 
 from __future__ import annotations

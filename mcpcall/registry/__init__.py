@@ -3,6 +3,8 @@
 :mod:`.names` builds the exposed names (valid for OpenAI, Anthropic and Gemini)
 and maps them back; :mod:`.formats` writes tools in each API's shape, reads the
 LLM's tool calls and writes the tool messages that answer them. Both are pure.
+
+It may import config (and :mod:`mcpcall.notebook`), auth, the client and everything below; never the CLI.
 """
 
 from .formats import (

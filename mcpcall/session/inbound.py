@@ -26,7 +26,7 @@ from typing import Any, Callable, Union
 from .. import jsonrpc
 from ..callbacks import CallbackRunner
 from ..dispatcher import Dispatcher
-from ..errors import ConfigError, ProtocolError, RPCError
+from ..errors import BadHandlerAnswer, ConfigError, NoHandler, ProtocolError, RPCError
 
 __all__ = ["CHANGE_NOTIFICATIONS", "MAX_WAITING_REQUESTS", "BadHandlerAnswer", "Handler", "Inbound", "LogCallback", "RootsOption",
            "check_input_required", "input_requests", "root_entries", "root_items"]
@@ -115,31 +115,6 @@ def root_entries(roots: Any) -> list[dict[str, Any]]:
         else:
             raise ConfigError(f"a root must be a path, a URI or a dict with a 'uri', not a {type(item).__name__}")
     return entries
-
-
-class NoHandler(RPCError):
-    """The server asked for something no callable was given for (sampling, elicitation, roots, ...)."""
-
-    def __init__(self, method: str, server: str) -> None:
-        super().__init__(jsonrpc.METHOD_NOT_FOUND, f"the client has no handler for {method}", server=server, method=method)
-        text = (f"server {server!r} asked the client for {method}, which this client has no handler for "
-                "(give connect() sampling=, elicitation=, roots= or handlers={method: fn})")
-        self.args = (text,)
-
-
-class BadHandlerAnswer(ProtocolError):
-    """A handler (sampling, elicitation, roots, ...) returned an answer the protocol does not allow.
-
-    Nothing of it is sent: the server gets a JSON-RPC error (legacy) or the call fails (modern).
-    ``reason`` says what is wrong with the answer, without repeating its values.
-    """
-
-    def __init__(self, method: str, reason: str, server: str) -> None:
-        super().__init__(f"the client's handler for {method} (server {server!r}) gave an invalid answer: {reason}; "
-                         "fix what the handler returns")
-        self.method = method
-        self.reason = reason
-        self.server = server
 
 
 _ELICIT_ACTIONS = ("accept", "decline", "cancel")

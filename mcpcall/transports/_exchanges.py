@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from typing import Any, Callable
 
 from ..forking import on_fork_in_child
+from ..urls import redact_url
 from ._lookups import resolve
 
 __all__ = ["Exchange", "Sending", "current_exchange", "current_sending", "sending", "track_session", "tracked_pool_classes"]
@@ -400,8 +401,6 @@ class _RedactInExchange(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if current_exchange() is not None:
-            from ..config import redact_url
-
             with contextlib.suppress(Exception):
                 record.msg, record.args = redact_url(record.getMessage()), None
         return True

@@ -8,7 +8,7 @@ Used by :mod:`mcpcall.transports.http` (Streamable HTTP) and
 - Every body is read through :meth:`HTTPBase.read_body` (or an SSE decoder)
   under ``max_message_bytes``: replies, error bodies, notification answers.
 - Redirects are followed only within the origin of the server URL, judged by
-  the parser that connects (:mod:`._origins`).
+  the parser that connects (:mod:`mcpcall.urls`).
 - Every exception raised while a worker serves a request ends in that
   request's Future, mapped to mcpcall's errors by :meth:`HTTPBase.transport_error`.
 - A foreign error's text never reaches the mcpcall error that replaces it, its
@@ -35,14 +35,13 @@ from typing import Any, Callable, Union
 from urllib.parse import urljoin
 
 from .. import jsonrpc, pieces
-from ..auth import BearerAuth
-from ..config import redact_url
 from ..errors import ConfigError, ConnectionClosed, HTTPError, MCPError, ProtocolError, RequestTimeout
 from ..forking import Owned
 from ..scheduler import get_scheduler
+from ..urls import origin, redact_url, same_origin
+from ._bearer import BearerAuth
 from ._exchanges import Exchange, Sending, sending, track_session
 from ._lookups import LookupTimeout
-from ._origins import origin, same_origin
 from ._sender import DirectResponse, Sender
 from .base import DEFAULT_MAX_MESSAGE_BYTES, Receiver, Transport, caller_waits, waiting_caller
 

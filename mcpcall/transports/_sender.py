@@ -45,8 +45,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from ..urls import same_origin
 from ._exchanges import _track
-from ._origins import same_origin
 
 __all__ = ["DirectResponse", "LeanResponse", "Sender", "TimedSocket"]
 

@@ -14,12 +14,11 @@ from typing import Any
 from urllib.parse import urljoin
 
 from .. import jsonrpc, pieces
-from ..config import redact_url
 from ..errors import ConnectionClosed, HTTPError, MCPError, ProtocolError
 from ..sse import LargeEvent, SSEStream
+from ..urls import redact_url, same_origin
 from ._exchanges import Exchange
 from ._http_base import ACK_TIMEOUT, HTTPBase, Job, _short, body_chunks, error_in_body, excerpt
-from ._origins import same_origin
 from .base import Receiver
 
 __all__ = ["SSETransport"]

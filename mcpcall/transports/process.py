@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ConnectionClosed
+from ..urls import redact_url
 
 __all__ = ["default_environment"]
 
@@ -157,7 +158,6 @@ _LOCAL_HOST = re.compile(r"^(?:localhost|[0-9.]+|\[[0-9A-Fa-f:.]+\])(?::|/|$)")
 
 def _not_found(server: str, program: str, cwd: str | None, environment: Mapping[str, str]) -> str:
     """The message for a program that does not exist: no directory of PATH in it, nor anything else of the environment."""
-    from ..config import redact_url
 
     text = f"could not start server {server!r}: {redact_url(program)!r} not found"
     is_path = os.sep in program or bool(os.altsep and os.altsep in program)

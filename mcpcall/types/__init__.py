@@ -5,6 +5,8 @@ the server sent stays in ``raw``, untouched. Parsing is lenient (unknown
 fields stay in ``raw``, an optional field of the wrong type is left out) and
 strict where it must be: a missing required field raises
 :class:`~mcpcall.errors.ProtocolError` naming the server and the field.
+
+Part of the ground floor: it may import only other ground modules (errors, schema, ...).
 """
 
 from .content import (

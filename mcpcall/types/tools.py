@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import field
 from typing import Any, Generic, TypeVar
 
-from ..errors import ProtocolError, ToolError
+from ..errors import NestedTooDeep, ToolError
 from ..schema import MAX_DEPTH, deeper_than
 from ._record import mapping, optional_str, record, require, require_str
 from .content import ContentBlock, parse_content, text_of
@@ -81,10 +81,6 @@ class ToolList(list[T], Generic[T]):
         from .html import tools_html
 
         return tools_html(self)
-
-
-class NestedTooDeep(ProtocolError):
-    """A tool definition nests dicts and lists deeper than :data:`~mcpcall.schema.MAX_DEPTH`."""
 
 
 def parse_tool(data: Any, server: str = "") -> Tool:
