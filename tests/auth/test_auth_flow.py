@@ -7,10 +7,8 @@ the authorization endpoint's redirect, as a person approving at once would.
 
 from __future__ import annotations
 
-import gc
 import socket
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -30,15 +28,7 @@ def follow(url: str) -> str:
     return str(response.headers["Location"])
 
 
-_made: list[mcpcall.OAuth] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_auth() -> Iterator[None]:
-    yield
-    while _made:
-        _made.pop().close()
-    gc.collect()
+from tests.auth.conftest import _made  # closed after each test by the autouse fixture there
 
 
 def make(**kwargs: Any) -> mcpcall.OAuth:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import base64
-import gc
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -28,15 +26,7 @@ pytestmark = pytest.mark.timeout(60)
 SECRET = "s3cret-value-never-shown"
 MESSAGE = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
 
-_made: list[_GrantAuth] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_auth() -> Iterator[None]:
-    yield
-    while _made:
-        _made.pop().close()
-    gc.collect()  # tracebacks of expected AuthErrors hold responses (and their sockets) in cycles
+from tests.auth.conftest import _made  # closed after each test by the autouse fixture there
 
 
 def made(auth: Any) -> Any:

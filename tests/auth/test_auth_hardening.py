@@ -5,7 +5,6 @@ Each test's first comment line says what used to go wrong.
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import os
@@ -13,7 +12,6 @@ import select
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -36,15 +34,7 @@ SECRET = "s3cret-value-never-shown"
 REDIRECT = "http://127.0.0.1:9/callback"
 MESSAGE = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
 
-_made: list[Any] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_auth() -> Iterator[None]:
-    yield
-    while _made:
-        _made.pop().close()
-    gc.collect()
+from tests.auth.conftest import _made  # closed after each test by the autouse fixture there
 
 
 def made(auth: Any) -> Any:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import logging
 import socket
 import threading
@@ -32,15 +31,7 @@ def follow(url: str) -> str:
     return str(response.headers["Location"])
 
 
-_made: list[OAuth] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_auth() -> Iterator[None]:
-    yield
-    while _made:
-        _made.pop().close()
-    gc.collect()  # tracebacks of the expected AuthErrors hold responses (and their sockets) in cycles
+from tests.auth.conftest import _made  # closed after each test by the autouse fixture there
 
 
 def make(**kwargs: Any) -> OAuth:
