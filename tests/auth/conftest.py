@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import gc
-from typing import Any, Iterator, List
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 #: The auth objects (OAuth, the grants) the tests of this folder made; each test's files append to it.
-_made: List[Any] = []
+_made: list[Any] = []
 
 
 @pytest.fixture(autouse=True)
