@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 PEERS  := .npm-peers
 EVERYTHING_VERSION := 2026.8.31
-# The TypeScript SDK, for its own example servers (tests/test_http_get_stream.py runs elicitationFormExample.js).
+# The TypeScript SDK, for its own example servers (tests/transports/test_http_get_stream.py runs elicitationFormExample.js).
 TS_SDK_VERSION := 1.32.2
 MCP1_VENV := .venv-mcp1
 MCP1_VERSION := 1.30.0
@@ -63,7 +63,7 @@ redis:
 			apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server; \
 		else echo "install redis-server (Debian: sudo apt-get install redis-server) for the Celery test" >&2; exit 1; fi; }
 
-# A FastMCP server of the MCP Python SDK's 1.x line (tests/test_peer_fastmcp1.py) runs in a venv of its
+# A FastMCP server of the MCP Python SDK's 1.x line (tests/peers/test_peer_fastmcp1.py) runs in a venv of its
 # own: .venv has mcp 2.x. mcp 1.x needs Python 3.10+.
 $(MCP1_VENV)/.installed: Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10) and "mcp 1.x needs Python 3.10+: run make with PYTHON=python3.10 (or newer)")'

@@ -1,6 +1,6 @@
 """A FastMCP 1.x server (PyPI ``mcp==1.*``) that is its own OAuth 2.1 authorization server.
 
-The peer for tests/test_peer_fastmcp1_oauth.py. It runs under ``.venv-mcp1``
+The peer for tests/peers/test_peer_fastmcp1_oauth.py. It runs under ``.venv-mcp1``
 (``MCPCALL_MCP1_PYTHON``), the SDK 1.x line most deployed servers run, and uses
 the SDK's built-in authorization server: ``FastMCP(auth_server_provider=...,
 auth=AuthSettings(...))`` serves ``/.well-known/oauth-authorization-server``,

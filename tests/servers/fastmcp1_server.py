@@ -1,6 +1,6 @@
 """A FastMCP server from the official Python SDK's 1.x line (PyPI ``mcp==1.*``), the kind most deployed servers run.
 
-The peer for tests/test_peer_fastmcp1.py. It runs under its own venv
+The peer for tests/peers/test_peer_fastmcp1.py. It runs under its own venv
 (``.venv-mcp1``, made by ``make test``), since the main test venv has ``mcp`` 2.x.
 It speaks only the legacy era (``initialize``; 2025-11-25 and older); it knows
 nothing of ``server/discover``.

@@ -1,4 +1,4 @@
-"""A small, scriptable MCP server over HTTP, for tests/test_http.py.
+"""A small, scriptable MCP server over HTTP, for tests/transports/test_http.py.
 
 It runs in the test process (a stdlib ``ThreadingHTTPServer`` on 127.0.0.1,
 port 0) and speaks just enough MCP to exercise what well-behaved servers never

@@ -1,6 +1,6 @@
 """A server built on the official MCP Python SDK (``mcp`` on PyPI), served over Streamable HTTP.
 
-The peer for tests/test_peer_http.py, with the tools of ``sdk_server.py``. One endpoint, ``/mcp``, serves both
+The peer for tests/peers/test_peer_http.py, with the tools of ``sdk_server.py``. One endpoint, ``/mcp``, serves both
 protocol eras: requests whose ``MCP-Protocol-Version`` header names a
 2026-07-28 (modern) version are answered statelessly, one POST per request;
 the others go through the legacy ``initialize`` handshake and an

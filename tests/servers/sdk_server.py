@@ -1,6 +1,6 @@
 """A server built on the official MCP Python SDK (``mcp`` on PyPI), served over stdio.
 
-The peer for tests/test_peer_sdk.py. The SDK serves both protocol eras on one
+The peer for tests/peers/test_peer_sdk.py. The SDK serves both protocol eras on one
 stdio connection: the legacy ``initialize`` handshake and the modern
 (2026-07-28) per-request ``_meta`` envelope; the client's first request decides.
 

@@ -1,0 +1,1 @@
+"""Tests of the command line (mcpcall ...), at a pipe and at a terminal."""

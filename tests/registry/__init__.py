@@ -1,0 +1,1 @@
+"""Tests of mcpcall.registry: many servers behind one registry, formats, names and messages."""

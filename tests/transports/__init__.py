@@ -1,0 +1,1 @@
+"""Tests of the transports: stdio (the process and the pipes), Streamable HTTP and SSE, large results, fork."""
