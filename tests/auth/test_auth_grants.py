@@ -16,7 +16,7 @@ jwt = pytest.importorskip("jwt")
 import mcpcall
 from mcpcall.auth.discovery import AuthError
 from mcpcall.auth.flow import TokenEndpointError
-from mcpcall.auth.grants import ClientCredentials, EnterpriseAuth, JWTBearer, _GrantAuth
+from mcpcall.auth.grants import ClientCredentials, EnterpriseAuth, JWTBearer
 from mcpcall.auth.jose import SigningKey
 from mcpcall.auth.tokens import FileTokenStore, MemoryTokenStore
 from tests.servers.grant_server import JWT_BEARER, TOKEN_EXCHANGE, GrantServer
