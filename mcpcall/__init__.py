@@ -41,9 +41,10 @@ and its ``LAYERS`` is this diagram)::
 
     cli/, demo_server, __main__, mcpcall    the surface: connect(), the command line  -> everything below
     registry/                               many servers' tools for an LLM            -> config and below
-    config/, notebook                       what a user names -> a transport; config files -> auth and below
+    config/                                 what a user names -> a transport; config files -> auth and below
     auth/                                   OAuth and other request signers           -> client and below
-    client                                  Client: one server's session, composed    -> session and below
+    client, notebook                        Client: one server's session, composed;   -> session and below
+                                            which clients a notebook cell made
     session/                                the parts of a session (eras, calls, ...) -> dispatcher and below
     dispatcher                              requests and their answers (Futures)      -> transports and below
     transports/                             stdio, streamable HTTP, HTTP+SSE, memory  -> the ground
@@ -52,6 +53,32 @@ and its ``LAYERS`` is this diagram)::
                                             errors and urls import nothing of mcpcall)
 
 No circle of imports spans two folders.
+
+The threads, each named as in the first column (``<server>`` is the server's name; ``tests/test_thread_table.py``
+checks this table against every thread the package starts)::
+
+    name                         how many                          does
+    (a caller's own thread)      any                               builds a request, writes it (stdio), waits on its
+                                                                   Future; a lone stdio caller reads its own answer
+    mcpcall-reader-<server>      1 per stdio server (child)        reads stdout, parses, completes Futures
+    mcpcall-writer-<server>      1 per stdio server                writes what the pipe did not take at once
+    mcpcall-stderr-<server>      1 per stdio server, if captured   drains stderr into the tail and the callbacks
+    mcpcall-http-<server>-<n>    up to max_workers per transport   POSTs and reads the JSON or SSE reply
+    mcpcall-listen-<server>      0-1 per Streamable HTTP transport the GET stream of server-initiated messages
+    mcpcall-sse-<server>         1 per HTTP+SSE transport          reads the event stream
+    mcpcall-lookup               up to 8 per process               name lookups with a deadline
+    mcpcall-scheduler            1 per process                     fires every deadline; decides, never does I/O
+    mcpcall-callbacks-<server>   1 per client, from first use      runs user code in order
+    mcpcall-close-<server>       1 per close handed off            closes a client nobody references (or the
+                                                                   registry's), off the thread that let it go
+    mcpcall-connect-<server>     1 per server being connected      the registry's connects, in parallel
+    mcpcall-browser              1 per sign-in in progress         the OAuth redirect listener on loopback
+    mcpcall-notice-cli           0-1 per CLI run                   prints "still waiting" on the command line
+    mcpcall-server-<server>      1 per memory transport            the in-process server of the memory transport
+                                                                   (its reader is mcpcall-reader-<server>)
+
+User code (handlers, progress, done-callbacks, logging handlers) runs only on a caller's thread or the callbacks
+thread, never on a reader, writer, HTTP, listen, SSE, lookup or scheduler thread.
 """
 
 from __future__ import annotations
