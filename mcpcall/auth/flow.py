@@ -26,7 +26,7 @@ from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import requests
 
-from ..errors import AuthError, NoResourceMetadata, RequestEnded, TokenEndpointError
+from ..errors import AuthError, NoResourceMetadata, RequestEnded, TokenEndpointError, TokenResponseError
 from ..scheduler import get_scheduler
 from ..transports._exchanges import Exchange, current_exchange, track_session
 from ..urls import redact_url
@@ -43,7 +43,7 @@ from .discovery import (
 )
 from .hooks import emit
 from .pkce import PKCE
-from .tokens import Token, TokenResponseError
+from .tokens import Token
 
 if TYPE_CHECKING:
     from .jose import DPoPProver

@@ -42,10 +42,11 @@ from urllib.parse import quote
 import requests
 from requests.cookies import extract_cookies_to_jar
 
+from ..errors import AuthError
 from ..urls import redact_url
 from ._json import _json_object
 from .challenge import Challenge, bearer_challenge
-from .discovery import AuthError, _endpoint, _mapping, _strings, authorization_server_metadata_urls, canonical_resource
+from .discovery import _endpoint, _mapping, _strings, authorization_server_metadata_urls, canonical_resource
 from .flow import (
     RequestEnded,
     TokenEndpointError,

@@ -22,8 +22,9 @@ from urllib.parse import urlsplit
 
 import requests
 
+from ..errors import AuthError
 from ..urls import redact_url
-from .discovery import AuthError, AuthorizationServer
+from .discovery import AuthorizationServer
 from .flow import Client, choose_auth_method, register_client
 from .tokens import Token, TokenStore, fresh_locks_in_child
 

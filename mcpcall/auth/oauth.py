@@ -36,10 +36,11 @@ from typing import TYPE_CHECKING, Any, Callable, overload
 import requests
 from requests.cookies import extract_cookies_to_jar
 
+from ..errors import AuthError, SignInRequired
 from ..forking import on_fork_in_child
 from ..urls import redact_url
 from .challenge import Challenge, bearer_challenge
-from .discovery import AuthError, AuthorizationServer, ProtectedResource, SignInRequired, canonical_resource
+from .discovery import AuthorizationServer, ProtectedResource, canonical_resource
 from .flow import (
     Client,
     NoResourceMetadata,

@@ -18,13 +18,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..auth.discovery import AuthError, canonical_resource
+from ..auth.discovery import canonical_resource
 from ..auth.oauth import OAuth
 from ..auth.redirect import LoopbackRedirect, PasteRedirect, default_redirect
 from ..auth.tokens import FileTokenStore, Token, default_token_path
 from ..config import ServerConfig, is_url, redact_url
 from ..config.oauth_settings import OAuthSettings
-from ..errors import ConfigError, MCPError
+from ..errors import AuthError, ConfigError, MCPError
 from .output import EXIT_OK, Output, say
 from .targets import Configs, Target
 from .words import UsageError

@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from time import monotonic
 from typing import Any, Callable
 
-from ..auth.discovery import SignInRequired
 from ..client import Client
 from ..config import ServerConfig, is_url
 from ..config.entries import _bare_entry
@@ -32,6 +31,7 @@ from ..errors import (
     RequestTimeout,
     SchemaValidationError,
     SessionExpired,
+    SignInRequired,
 )
 from ..forking import on_fork_in_child
 from ..notebook import release
