@@ -6,13 +6,9 @@ other modules of the same folder (a path through another folder is the layers' m
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import import_graph
+from tests import import_graph
 
 PAIRS = [
     ("transports.process", "transports.stdio"),
