@@ -117,6 +117,7 @@ from .errors import (
     SchemaValidationError,
     SessionExpired,
     SignInRequired,
+    ToolCallFailed,
     ToolError,
     UnsupportedVersion,
 )
@@ -241,6 +242,7 @@ __all__ = [
     "TextContent",
     "Token",
     "Tool",
+    "ToolCallFailed",
     "ToolError",
     "ToolRegistry",
     "ToolStats",

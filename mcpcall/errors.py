@@ -14,6 +14,7 @@ working::
     │   ├── ResourceNotFound                       the resource asked for does not exist
     │   └── NoHandler                              the server asked for what the client has no handler for
     ├── ToolError                                  a tool result had isError: true
+    │   └── ToolCallFailed                         a framework's tool call failed (mcpcall.integrations)
     ├── ProtocolError                              the peer broke the protocol
     │   ├── SchemaValidationError  (also ValueError) a value does not match a tool's schema
     │   ├── NestedTooDeep                          a tool definition nests too deep
@@ -84,6 +85,7 @@ __all__ = [
     "SignInRequired",
     "TokenEndpointError",
     "TokenResponseError",
+    "ToolCallFailed",
     "ToolError",
     "UnsupportedVersion",
 ]
@@ -178,6 +180,17 @@ class ToolError(MCPError):
         self.result = result
 
 
+class ToolCallFailed(ToolError):
+    """A tool call made for an agent framework failed (:mod:`mcpcall.integrations`).
+
+    Its message is what the model may read: the tool's own error text
+    (``isError``), the server's JSON-RPC error message, or a fixed phrase for a
+    timeout or a server that is gone; never a URL, a header or a stderr line.
+    ``result`` is the :class:`~mcpcall.types.CallToolResult` when the tool
+    itself reported the failure; the error behind it is ``__cause__``.
+    """
+
+
 class ProtocolError(MCPError):
     """The peer sent something the protocol does not allow (bad JSON-RPC, oversize message, …)."""
 
@@ -187,11 +200,14 @@ class SchemaValidationError(ProtocolError, ValueError):
     or (with ``validate_arguments=True``) arguments against its ``inputSchema``.
 
     ``path`` is the JSON path of the offending value (``$.items[2].name``),
-    ``reason`` what is wrong there, ``tool`` and ``server`` where it happened.
+    ``reason`` what is wrong there, ``tool`` and ``server`` where it happened,
+    ``schema`` which of the two (``"inputSchema"`` or ``"outputSchema"``).
     """
 
-    def __init__(self, message: str, *, path: str = "$", reason: str = "", tool: str = "", server: str = "") -> None:
+    def __init__(self, message: str, *, path: str = "$", reason: str = "", tool: str = "", server: str = "",
+                 schema: str = "") -> None:
         super().__init__(message)
+        self.schema = schema
         self.path = path
         self.reason = reason
         self.tool = tool

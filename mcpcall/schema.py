@@ -509,7 +509,7 @@ def schema_check(schema: Any, *, what: str, tool: str, server: str, emit: Emit |
                 f"server {server!r}: tool {tool!r} {subject} that do not match its {what} at {path}: {reason}"
                 if what == "inputSchema" else
                 f"server {server!r}: tool {tool!r} {subject} that does not match its {what} at {path}: {reason}",
-                path=path, reason=reason, tool=tool, server=server,
+                path=path, reason=reason, tool=tool, server=server, schema=what,
             )
 
     return check

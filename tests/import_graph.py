@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("auth", ("auth",)),
     ("config", ("config",)),
     ("registry", ("registry",)),
+    ("integrations", ("integrations",)),  # the agent frameworks: registry, config, client and below
     ("top", ("cli", "demo_server", "__main__", "")),  # "" is the package itself (mcpcall/__init__.py)
 ]
 

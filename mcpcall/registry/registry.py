@@ -28,6 +28,7 @@ from typing import Any, Callable, Literal
 
 from ..client import Client
 from ..config import load_config
+from ..dispatcher import ProgressCallback
 from ..errors import ConfigError, ConnectionClosed, InvalidRequest, MCPError, RequestTimeout, RPCError, SessionExpired
 from ..forking import on_fork_in_child
 from ..types import CallToolResult, Tool, ToolList
@@ -259,8 +260,13 @@ class ToolRegistry:
 
     # -- calls --------------------------------------------------------------------------------
 
-    def call(self, name: str, arguments: Mapping[str, Any] | None = None, timeout: float | None = None) -> CallToolResult:
-        """Call a tool by its exposed name and return its result (errors raise, as with a client)."""
+    def call(self, name: str, arguments: Mapping[str, Any] | None = None, timeout: float | None = None, *,
+             on_progress: ProgressCallback | None = None) -> CallToolResult:
+        """Call a tool by its exposed name and return its result (errors raise, as with a client).
+
+        ``on_progress(progress, total, message)`` runs on the client's callbacks thread, as with
+        :meth:`Client.call_tool <mcpcall.Client.call_tool>`.
+        """
         deadline = monotonic() + (self.timeout if timeout is None else timeout)  # one for the lookup and the call
         found = self._resolve(name, deadline)
         if found is None:
@@ -277,7 +283,7 @@ class ToolRegistry:
         retried = False
         try:
             try:
-                result = client.call_tool(tool, arguments, timeout=left)
+                result = client.call_tool(tool, arguments, timeout=left, on_progress=on_progress)
             except SessionExpired as exc:  # not run: once more in a new session, as execute() does
                 left = deadline - monotonic()
                 if left <= 0 or not client.alive:
@@ -285,7 +291,7 @@ class ToolRegistry:
                 retried = True
                 log.info("server %r no longer knew our session (%s); sending tool %r again in a new session",
                          server, exc, tool)
-                result = client.call_tool(tool, arguments, timeout=left)
+                result = client.call_tool(tool, arguments, timeout=left, on_progress=on_progress)
         except BaseException as exc:
             self._pool.failed(state, exc)
             self._stats.record(name, server, tool, monotonic() - started, model_text(exc), isinstance(exc, RequestTimeout),

@@ -1,0 +1,254 @@
+"""What every integration shares: the tools of a source, one call, its failure as text a model may read.
+
+:func:`mcp_tools` lists a :class:`~mcpcall.Client`'s or a
+:class:`~mcpcall.ToolRegistry`'s tools as :class:`MCPTool`\\ s. An
+:class:`MCPTool` calls its tool on the caller's thread (:meth:`MCPTool.call`)
+or from a running event loop without blocking it (:meth:`MCPTool.acall`), and
+turns every way a call can fail into one :class:`~mcpcall.errors.ToolCallFailed`
+whose message is safe for a model: the tool's own error text, the server's
+JSON-RPC error message, or a fixed phrase (never a URL, a header or a stderr
+line; the whole error is its ``__cause__`` and is logged on ``mcpcall.integrations``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import keyword
+import logging
+import math
+import re
+from collections.abc import Iterable, Mapping
+from concurrent.futures import CancelledError
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+from ..client import Client
+from ..dispatcher import ProgressCallback
+from ..errors import InvalidRequest, MCPError, RequestTimeout, RPCError, SchemaValidationError, SessionExpired, ToolCallFailed
+from ..registry import ToolRegistry, object_schema, result_text, tool_description
+from ..registry.servers import model_text
+from ..types import AudioContent, CallToolResult, ImageContent, Tool
+
+log = logging.getLogger("mcpcall.integrations")
+
+_MAX_RPC_TEXT = 500  # characters of a server's JSON-RPC error message a model may read
+_MAX_INVALID_TEXT = 500  # characters of why the arguments were refused before sending
+
+
+def require(module: str, extra: str, framework: str) -> Any:
+    """Import ``module`` (the framework); without it, an ImportError that names the extra to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(
+            f"mcpcall.integrations.{extra} needs {framework}, which is not installed: pip install 'mcpcall[{extra}]'"
+        ) from exc
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class MCPTool:
+    """One MCP tool of a client or a registry, as an integration wraps it.
+
+    ``name`` is the name the framework shows (the server's tool name for a
+    client, the exposed ``mcp__server__tool`` name for a registry); ``schema``
+    is the tool's ``inputSchema`` as an object schema (a deep copy: an
+    integration may change it); ``timeout`` is the seconds a call may take
+    when the caller gives none (None: the client's or registry's default).
+    """
+
+    __slots__ = ("description", "name", "schema", "server", "timeout", "tool", "_source")
+
+    def __init__(self, source: Client | ToolRegistry, name: str, server: str, tool: Tool, timeout: float | None) -> None:
+        self._source = source
+        self.name = name
+        self.server = server
+        self.tool = tool
+        self.timeout = timeout
+        self.description = tool_description(tool)
+        self.schema = object_schema(tool.input_schema)
+
+    def __repr__(self) -> str:
+        return f"MCPTool({self.name!r}, server={self.server!r})"
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        """The schema's ``properties`` (name -> subschema); only the mapping ones."""
+        props = self.schema.get("properties")
+        return {k: v for k, v in props.items() if isinstance(k, str) and isinstance(v, Mapping)} if isinstance(props, Mapping) else {}
+
+    @property
+    def required(self) -> list[str]:
+        """The names the schema requires, in its order."""
+        names = self.schema.get("required")
+        return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+    # -- arguments -----------------------------------------------------------------------------
+
+    def arguments(self, values: Mapping[str, Any] | None, *, drop_unknown: bool = False) -> dict[str, Any]:
+        """The arguments to send for what a framework passed.
+
+        ``None`` for an argument the schema does not require is left out, so
+        the server's default applies (frameworks fill every optional field
+        with ``None``); an integral float for an ``integer`` is sent as an int
+        (2, not 2.0); with ``drop_unknown``, names the schema does not list are
+        left out (keys a framework adds of its own) when it lists any.
+        """
+        if not values:
+            return {}
+        props = self.properties
+        required = set(self.required)
+        out: dict[str, Any] = {}
+        for key, value in values.items():
+            if value is None and key not in required:
+                continue
+            sub = props.get(key)
+            if sub is None and drop_unknown and props:
+                continue
+            out[key] = _as_integer(sub, value) if sub is not None else value
+        return out
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def call(self, arguments: Mapping[str, Any] | None = None, *, timeout: float | None = None,
+             on_progress: ProgressCallback | None = None) -> CallToolResult:
+        """Call the tool on this thread; its result, or :class:`ToolCallFailed` with text a model may read."""
+        seconds = self.timeout if timeout is None else timeout
+        try:
+            result = self._send(arguments, seconds, on_progress)
+        except (MCPError, FutureTimeout) as exc:
+            raise self.failure(exc, seconds) from exc
+        return self._checked(result)
+
+    async def acall(self, arguments: Mapping[str, Any] | None = None, *, timeout: float | None = None,
+                    on_progress: ProgressCallback | None = None) -> CallToolResult:
+        """:meth:`call` from a running event loop, which keeps running meanwhile.
+
+        A client's call is awaited as its Future (cancelling the awaiting task
+        cancels the call at the server); a registry's runs in the loop's
+        default executor. Either way no I/O happens on the loop's thread.
+        """
+        seconds = self.timeout if timeout is None else timeout
+        loop = asyncio.get_running_loop()
+        try:
+            if isinstance(self._source, Client):
+                result = await self._await_client(self._source, arguments, seconds, on_progress)
+            else:
+                result = await loop.run_in_executor(None, self._send, arguments, seconds, on_progress)
+        except (MCPError, FutureTimeout) as exc:
+            raise self.failure(exc, seconds) from exc
+        return self._checked(result)
+
+    async def _await_client(self, client: Client, arguments: Mapping[str, Any] | None, seconds: float | None,
+                            on_progress: ProgressCallback | None) -> CallToolResult:
+        retried = False
+        while True:
+            future = client.call_tool_future(self.tool.name, arguments, timeout=seconds, on_progress=on_progress)
+            try:
+                result: CallToolResult = await asyncio.wrap_future(future)
+                return result
+            except SessionExpired:  # not run: once more, in the new session the client opens
+                if retried or not client.alive:
+                    raise
+                retried = True
+            except CancelledError:
+                future.cancel()  # tells the server
+                raise
+
+    def _send(self, arguments: Mapping[str, Any] | None, seconds: float | None,
+              on_progress: ProgressCallback | None) -> CallToolResult:
+        source = self._source
+        if isinstance(source, ToolRegistry):  # it retries an expired session itself
+            return source.call(self.name, arguments, timeout=seconds, on_progress=on_progress)
+        try:
+            return source.call_tool(self.tool.name, arguments, timeout=seconds, on_progress=on_progress)
+        except SessionExpired:  # the server did not run it: once more, in the new session the client opens
+            if not source.alive:
+                raise
+            log.info("server %r no longer knew our session; calling tool %r again in a new session",
+                     self.server, self.tool.name)
+            return source.call_tool(self.tool.name, arguments, timeout=seconds, on_progress=on_progress)
+
+    def _checked(self, result: CallToolResult) -> CallToolResult:
+        if result.is_error:
+            raise ToolCallFailed(result_text(result) if result.content or result.structured_content is not None
+                                 else f"{self._what()} reported an error with no message", result)
+        return result
+
+    def _what(self) -> str:
+        return f"tool {self.tool.name!r} of server {self.server!r}" if self.server else f"tool {self.tool.name!r}"
+
+    def failure(self, exc: BaseException, seconds: float | None = None) -> ToolCallFailed:
+        """``exc`` (a call's failure) as a :class:`ToolCallFailed` whose message a model may read."""
+        what = self._what()
+        if isinstance(exc, ToolCallFailed):
+            return exc
+        if isinstance(exc, (RequestTimeout, FutureTimeout)):
+            after = f" in {seconds:g} s" if seconds is not None else ""
+            text = f"{what} did not answer{after}; the call was cancelled"
+        elif isinstance(exc, RPCError):
+            text = f"{what} failed: {_one_line(exc.message, _MAX_RPC_TEXT)} (JSON-RPC error {exc.code})"
+        elif isinstance(exc, InvalidRequest):  # refused before sending: our own words about the model's arguments
+            text = f"{what} was not called: {_one_line(str(exc), _MAX_INVALID_TEXT)}"
+        elif isinstance(exc, SchemaValidationError) and exc.schema == "inputSchema":  # validate_arguments refused them
+            reason = _one_line(exc.reason, _MAX_INVALID_TEXT)
+            text = f"{what} was not called: its arguments do not match its input schema at {exc.path}: {reason}"
+        else:
+            text = f"{what} failed: {model_text(exc)}"
+        log.warning("%s failed: %s", what, exc)
+        return ToolCallFailed(text)
+
+
+def _as_integer(schema: Mapping[str, Any], value: Any) -> Any:
+    """An integral float as an int where the schema says ``integer`` (and not ``number`` too)."""
+    if value.__class__ is not float or not math.isfinite(value) or not value.is_integer():
+        return value
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    return int(value) if "integer" in kinds and "number" not in kinds else value
+
+
+def mcp_tools(source: Client | ToolRegistry, timeout: float | None = None) -> list[MCPTool]:
+    """Every tool of ``source`` (listed now, within ``timeout``) as an :class:`MCPTool`.
+
+    A registry leaves out a server it cannot reach (its ``errors`` say why);
+    a client raises. ``timeout`` is also every call's default.
+    """
+    if isinstance(source, ToolRegistry):
+        return [MCPTool(source, entry.name, entry.server, entry.tool, timeout) for entry in source.tools(timeout)]
+    if isinstance(source, Client):
+        return [MCPTool(source, tool.name, source.name, tool, timeout) for tool in source.list_tools(timeout)]
+    raise TypeError(f"tools() takes an mcpcall.Client or an mcpcall.ToolRegistry, not {type(source).__name__}")
+
+
+# ---------------------------------------------------------------- names and results
+
+
+_NOT_IDENTIFIER = re.compile(r"[^0-9A-Za-z_]")
+
+
+def identifier(name: str, taken: Iterable[str] = ()) -> str:
+    """``name`` as a Python identifier (``get-sum`` -> ``get_sum``), not a keyword and not in ``taken``."""
+    out = _NOT_IDENTIFIER.sub("_", name) or "_"
+    if out[0].isdigit():
+        out = "_" + out
+    if keyword.iskeyword(out):
+        out += "_"
+    used = set(taken)
+    base, n = out, 2
+    while out in used:
+        out = f"{base}_{n}"
+        n += 1
+    return out
+
+
+def media(result: CallToolResult) -> list[ImageContent | AudioContent]:
+    """The image and audio blocks of a result (their ``data`` is base64 text)."""
+    return [block for block in result.content if isinstance(block, (ImageContent, AudioContent))]
+
+
+__all__ = ["MCPTool", "ToolCallFailed", "identifier", "mcp_tools", "media", "require", "result_text"]

@@ -1,0 +1,142 @@
+"""Shared fixtures of the integration tests: the demo server as a Client and as a ToolRegistry, server-everything,
+a server that dies, and a check that an event loop kept running during a slow call.
+
+The frameworks live in a venv of their own (``.venv-int``, made by ``make test``): CrewAI pins the MCP Python
+SDK to 1.x while the rest of the suite tests against 2.x. :func:`framework` imports one, and fails under
+``make test`` (``MCPCALL_REQUIRE_INTEGRATIONS=1``) when it is missing, or skips elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+from typing import Any, Awaitable, Callable, Iterator, TypeVar
+
+import pytest
+
+import mcpcall
+from tests.conftest import demo_argv, everything_argv, wait_until
+
+T = TypeVar("T")
+
+
+def framework(module: str) -> Any:
+    """Import ``module`` (a framework), or fail (under ``make test``) or skip when it is not installed."""
+    try:
+        return __import__(module, fromlist=["_"])
+    except ImportError as exc:
+        message = f"{module} is not installed here ({exc}); `make test` runs tests/integrations in .venv-int"
+        if os.environ.get("MCPCALL_REQUIRE_INTEGRATIONS") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def demo_spec() -> dict[str, Any]:
+    """The demo server as an ``mcpServers`` entry."""
+    argv = demo_argv()
+    return {"command": argv[0], "args": argv[1:]}
+
+
+@pytest.fixture
+def demo() -> Iterator[mcpcall.Client]:
+    """A client of the bundled demo server (echo, add, slow, weather, fail, boom, confirm)."""
+    with mcpcall.connect(demo_argv(), name="demo", timeout=20) as client:
+        yield client
+
+
+@pytest.fixture
+def registry() -> Iterator[mcpcall.ToolRegistry]:
+    """A registry of the demo server alone: its tools are ``mcp__demo__echo``, ``mcp__demo__add``, …"""
+    with mcpcall.ToolRegistry({"demo": demo_spec()}, timeout=20) as reg:
+        yield reg
+
+
+@pytest.fixture
+def everything() -> Iterator[mcpcall.Client]:
+    """A client of @modelcontextprotocol/server-everything (npm): real third-party schemas, an image tool."""
+    with mcpcall.connect(everything_argv(), name="everything", timeout=30) as client:
+        yield client
+
+
+def kill(client: mcpcall.Client) -> None:
+    """Kill a stdio client's server process and wait until the client has seen it go."""
+    pid = client.transport.process.pid  # type: ignore[attr-defined]
+    os.kill(pid, signal.SIGKILL)
+    assert wait_until(lambda: not client.alive, 10), "the client did not notice its server died"
+
+
+def run_async(make: Callable[[], Awaitable[T]]) -> T:
+    """``asyncio.run`` of ``make()`` on a thread of its own (no loop is left on the test's thread)."""
+    box: dict[str, Any] = {}
+
+    def main() -> None:
+        try:
+            box["value"] = asyncio.run(_wrap(make))
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the test's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=main, name="test-loop")
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "the event loop did not finish within 60 s"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]
+
+
+async def _wrap(make: Callable[[], Awaitable[T]]) -> T:
+    return await make()
+
+
+async def while_loop_runs(awaitable: Awaitable[T]) -> tuple[T, int]:
+    """Await ``awaitable`` beside a task that ticks every 10 ms; the result and the ticks seen before it ended.
+
+    A call that blocked the loop's thread lets no tick through until it is over: awaited for a slow tool
+    (the demo's ``slow`` with ``seconds`` of 0.5 or more), a loop that kept running counts several.
+    """
+    ticks = 0
+    done = False
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done:
+            await asyncio.sleep(0.01)
+            if not done:
+                ticks += 1
+
+    task = asyncio.ensure_future(ticker())
+    try:
+        value = await awaitable
+        seen = ticks
+    finally:
+        done = True
+        await task
+    return value, seen
+
+
+def no_running_loop() -> bool:
+    """True when this thread runs no event loop (a sync path must not have made one and left it)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return True
+    return False
+
+
+@pytest.fixture
+def no_event_loop(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Fails any event loop made while the test runs, on any thread; yields the threads that tried."""
+    import asyncio.base_events
+
+    made: list[str] = []
+    original = asyncio.base_events.BaseEventLoop.__init__
+
+    def refuse(self: Any, *args: Any, **kwargs: Any) -> None:
+        made.append(threading.current_thread().name)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio.base_events.BaseEventLoop, "__init__", refuse)
+    yield made
+    assert not made, f"an event loop was made on the sync path, on thread(s) {made}"
