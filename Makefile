@@ -9,8 +9,12 @@ EVERYTHING_VERSION := 2026.8.31
 TS_SDK_VERSION := 1.32.2
 MCP1_VENV := .venv-mcp1
 MCP1_VERSION := 1.30.0
+# The agent frameworks of mcpcall.integrations, in a venv of their own (CrewAI needs the MCP SDK 1.x; .venv has 2.x),
+# at the versions they were tested with (tests/integrations/constraints.txt; mcpadapt, for benchmarks/bench_integrations.py).
+INT_VENV := .venv-int
+INT_PY   := $(INT_VENV)/bin/python
 
-.PHONY: demo test lint bench peers redis clean conformance
+.PHONY: demo test test-integrations lint bench peers redis clean conformance
 
 # The package as users get it: a wheel built from this checkout and installed (never editable), so the
 # tests test what `pip install` gives. It is rebuilt and reinstalled when a file under mcpcall/ or a build
@@ -75,14 +79,28 @@ $(MCP1_VENV)/.installed: Makefile
 demo: $(VENV)/.base
 	$(VENV)/bin/mcpcall demo
 
-## test: unit tests and real peers (demo server, official SDK 2.x and FastMCP 1.x, server-everything)
+## test: unit tests and real peers (demo server, official SDK 2.x and FastMCP 1.x, server-everything), then
+## test-integrations (PYTEST_ARGS for the first run, INT_PYTEST_ARGS for the second)
 # Against the installed wheel: the pytest script (not `python -m pytest`, which puts the checkout first on
 # sys.path), --import-mode=append (the checkout, for `tests.*`, goes after site-packages), PYTHONSAFEPATH
 # (Python 3.11+: `python -m ...` subprocesses do not put their cwd first) and MCPCALL_INSTALLED=1 (conftest
 # stops at once if mcpcall is imported from the checkout anyway).
 test: $(VENV)/.test $(PEERS)/.installed $(MCP1_VENV)/.installed redis
 	MCPCALL_PEERS=$(CURDIR)/$(PEERS) MCPCALL_MCP1_PYTHON=$(CURDIR)/$(MCP1_VENV)/bin/python MCPCALL_REQUIRE_PEERS=1 \
-		MCPCALL_INSTALLED=1 PYTHONSAFEPATH=1 $(VENV)/bin/pytest --import-mode=append $(PYTEST_ARGS)
+		MCPCALL_INSTALLED=1 PYTHONSAFEPATH=1 $(VENV)/bin/pytest --import-mode=append --ignore=tests/integrations $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-integrations
+
+$(INT_VENV)/.installed: $(WHEEL) tests/integrations/constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10) and "the agent frameworks need Python 3.10+: run make with PYTHON=python3.10 (or newer)")'
+	[ -x $(INT_PY) ] || $(PYTHON) -m venv $(INT_VENV)
+	$(INT_PY) -m pip --disable-pip-version-check -q install -c tests/integrations/constraints.txt '$(WHEEL)[test-integrations]' mcpadapt
+	$(INT_PY) -m pip --disable-pip-version-check -q install --force-reinstall --no-deps '$(WHEEL)'
+	touch $@
+
+## test-integrations: tests/integrations (every agent framework, scripted models) in .venv-int; part of `make test`
+test-integrations: $(INT_VENV)/.installed $(PEERS)/.installed
+	MCPCALL_PEERS=$(CURDIR)/$(PEERS) MCPCALL_REQUIRE_PEERS=1 MCPCALL_REQUIRE_INTEGRATIONS=1 \
+		MCPCALL_INSTALLED=1 PYTHONSAFEPATH=1 $(INT_VENV)/bin/pytest --import-mode=append tests/integrations $(INT_PYTEST_ARGS)
 
 ## lint: ruff and mypy --strict on the package
 lint: $(VENV)/.dev
@@ -101,7 +119,7 @@ bench: $(VENV)/.test $(VENV)/.bench
 	$(PY) benchmarks/bench_all.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(PEERS) $(MCP1_VENV) build dist *.egg-info
+	rm -rf $(VENV) $(PEERS) $(MCP1_VENV) $(INT_VENV) build dist *.egg-info
 
 ## conformance: the official MCP conformance suite (every client scenario of both revisions, auth and extensions included)
 conformance: $(VENV)/.auth
