@@ -247,7 +247,7 @@ def identifier(name: str, taken: Iterable[str] = ()) -> str:
 
 
 def media(result: CallToolResult) -> list[ImageContent | AudioContent]:
-    """The image and audio blocks of a result (their ``data`` is base64 text)."""
+    """The image and audio blocks of a result (their ``data`` is the decoded bytes; ``mime_type`` says what)."""
     return [block for block in result.content if isinstance(block, (ImageContent, AudioContent))]
 
 
