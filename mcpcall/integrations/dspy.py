@@ -1,0 +1,170 @@
+"""MCP tools as DSPy tools (``dspy.Tool``), for ``dspy.ReAct``, ``tool(**kw)`` and ``await tool.acall(**kw)``.
+
+:func:`tools` returns one ``dspy.Tool`` per MCP tool (a subclass of it): its
+``name`` (the server's, or the registry's ``mcp__server__tool``), the MCP
+description as ``desc``, and as ``args`` one JSON Schema per argument, the
+tool's own with local ``$ref``\\ s inlined (DSPy validates each argument alone,
+where a ``$ref`` to the tool's ``$defs`` would not resolve). ``arg_types`` are
+``Any``: the values are sent as the model gave them, and the server (and the
+client's ``validate_arguments``) check them.
+
+DSPy takes an argument without a ``default`` as required, whatever the
+schema's ``required`` says: every optional argument's schema gets
+``"default": None`` (unless it has a default of its own), a required one
+none, so DSPy's ``required`` is the schema's. An optional argument the model
+leaves out, or gives as ``null``, is not sent: the server's default applies.
+
+``tool(**kw)`` (the sync path, which ``ReAct.forward`` takes) calls the tool on
+the calling thread; no event loop is made. DSPy's own ``acall`` would run a
+sync function inline, blocking the loop: this tool's ``acall`` (what
+``ReAct.aforward`` awaits) awaits the call instead, so the loop keeps running
+during a slow tool.
+
+A call returns the text a model should read (text blocks, structured content
+as JSON when there is no text, an image or audio block described as
+``[image/png, N bytes]``: DSPy has no place for a tool's images in a
+trajectory); with ``structured=True``, a result's structured content itself
+when it has some. A failing tool (``isError``, a timeout, a server that is
+gone, arguments refused) raises :class:`mcpcall.ToolCallFailed` with text the
+model may read; ``ReAct`` records it as the step's observation
+(``Execution error in <tool>: ...``) and goes on. An argument DSPy's own check
+refuses raises its ``ValueError``, which ReAct records the same way.
+
+DSPy has no progress callback for tools: ``on_progress`` given to
+:func:`tools` receives every call's progress (``progress, total, message``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from ..dispatcher import ProgressCallback
+from ..registry import result_text
+from ..registry.gemini import resolve_pointer
+from ..types import CallToolResult
+from ._core import MCPTool, mcp_tools, require
+
+_dspy = require("dspy", "dspy", "DSPy")
+_DSPyTool: Any = _dspy.Tool
+_with_callbacks: Any = require("dspy.utils.callback", "dspy", "DSPy").with_callbacks
+
+from jsonschema import Draft202012Validator  # what DSPy validates an argument's schema with (its latest draft)
+from jsonschema.exceptions import SchemaError
+
+_MAX_REF_DEPTH = 16  # nested $refs inlined in one argument's schema; deeper (or recursive) ones accept anything
+
+
+class _Call:
+    """The function of one MCP tool: called (the sync path) or awaited through :meth:`acall`."""
+
+    def __init__(self, mcp: MCPTool, on_progress: ProgressCallback | None, structured: bool) -> None:
+        self.mcp = mcp
+        self.on_progress = on_progress
+        self.structured = structured
+        self.__name__ = mcp.name
+        self.__doc__ = mcp.description
+
+    def __call__(self, **kwargs: Any) -> Any:
+        return self._output(self.mcp.call(self.mcp.arguments(kwargs), on_progress=self.on_progress))
+
+    async def acall(self, **kwargs: Any) -> Any:
+        return self._output(await self.mcp.acall(self.mcp.arguments(kwargs), on_progress=self.on_progress))
+
+    def _output(self, result: CallToolResult) -> Any:
+        if self.structured and result.structured_content is not None:
+            return result.structured_content
+        return result_text(result)
+
+
+class Tool(_DSPyTool):  # type: ignore[misc]  # DSPy is untyped
+    """A ``dspy.Tool`` whose ``acall`` awaits the MCP call, and which leaves out an optional argument given as None."""
+
+    def _validate_and_parse_args(self, **kwargs: Any) -> Any:
+        required = set(self.func.mcp.required)
+        kept = {k: v for k, v in kwargs.items() if v is not None or k in required}
+        return super()._validate_and_parse_args(**kept)
+
+    async def _acall(self, **kwargs: Any) -> Any:
+        parsed = self._validate_and_parse_args(**kwargs)
+        return await self.func.acall(**parsed)
+
+    acall = _with_callbacks(_acall)  # DSPy's callbacks see it as they see dspy.Tool.acall
+
+
+def tools(source: Any, timeout: float | None = None, *, on_progress: ProgressCallback | None = None,
+          structured: bool = False) -> list[Any]:
+    """Every tool of ``source`` (an :class:`mcpcall.Client` or :class:`mcpcall.ToolRegistry`) as a ``dspy.Tool``.
+
+    ``timeout`` bounds the listing and is every call's default; ``on_progress``
+    gets every call's progress; with ``structured``, a result with structured
+    content returns it instead of the text.
+    """
+    return [_tool(mcp, on_progress, structured) for mcp in mcp_tools(source, timeout)]
+
+
+def _tool(mcp: MCPTool, on_progress: ProgressCallback | None, structured: bool) -> Any:
+    args = arguments(mcp.schema)
+    descriptions = {name: sub["description"] for name, sub in args.items() if isinstance(sub.get("description"), str)}
+    return Tool(_Call(mcp, on_progress, structured), name=mcp.name, desc=mcp.description, args=args,
+                arg_types=dict.fromkeys(args, Any), arg_desc=descriptions)
+
+
+# ---------------------------------------------------------------- arguments
+
+
+def arguments(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The per-argument JSON Schemas of an object ``schema``, as ``dspy.Tool``'s ``args``.
+
+    Local ``$ref``\\ s are inlined; an optional argument gets ``"default": None``
+    unless it has a default (a required one loses its default: DSPy would take
+    it as optional); a schema the JSON Schema meta-schema refuses (an older
+    draft's form) is replaced by one that accepts anything, keeping its
+    description, so DSPy's check of the argument cannot fail on the schema itself.
+    """
+    props = schema.get("properties")
+    props = props if isinstance(props, Mapping) else {}
+    required = schema.get("required")
+    required = {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
+    out: dict[str, dict[str, Any]] = {}
+    for name, sub in props.items():
+        if not isinstance(name, str):
+            continue
+        arg = _inlined(sub, schema, ()) if isinstance(sub, Mapping) else {}
+        arg = arg if isinstance(arg, dict) else {}
+        if not _valid(arg):
+            arg = {k: arg[k] for k in ("description", "default") if k in arg}
+        if name in required:
+            arg.pop("default", None)
+        else:
+            arg.setdefault("default", None)
+        out[name] = arg
+    return out
+
+
+def _inlined(node: Any, root: Mapping[str, Any], refs: tuple[str, ...]) -> Any:
+    """``node`` (a copy) with every local ``$ref`` replaced by its target; a recursive or unknown one by ``{}``."""
+    if isinstance(node, list):
+        return [_inlined(item, root, refs) for item in node]
+    if not isinstance(node, Mapping):
+        return copy.deepcopy(node)
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        target = resolve_pointer(root, ref)
+        rest = {k: _inlined(v, root, refs) for k, v in node.items() if k != "$ref"}
+        if target is None or not isinstance(target, Mapping) or ref in refs or len(refs) >= _MAX_REF_DEPTH:
+            return rest  # accepts anything but what its other keywords say
+        return {**_inlined(target, root, (*refs, ref)), **rest}
+    return {k: _inlined(v, root, refs) for k, v in node.items()}
+
+
+def _valid(schema: Any) -> bool:
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError:
+        return False
+    return True
+
+
+__all__ = ["Tool", "arguments", "tools"]

@@ -1,0 +1,211 @@
+"""MCP tools as Haystack tools (``haystack.tools.Tool``), for its ``Agent`` and its tool-calling code.
+
+:func:`tools` returns one :class:`haystack.tools.Tool` per MCP tool: its
+``name`` (the server's, or the registry's ``mcp__server__tool``), the MCP
+description, and the tool's ``inputSchema`` as ``parameters``, as it is when it
+passes Haystack's check (the JSON Schema 2020-12 meta-schema, whatever
+``$schema`` says), repaired where it does not (a draft-07 tuple ``items``
+becomes ``prefixItems``, a draft-04 boolean ``exclusiveMinimum`` a number, any
+other node the meta-schema refuses accepts anything), so no tool is dropped.
+
+Each tool has both paths Haystack knows: ``function`` calls the tool on the
+calling thread (``Agent.run`` runs it on a worker thread of its own pool; no
+event loop is made), and ``async_function`` awaits the call, so
+``Agent.run_async`` keeps its loop running during a slow tool.
+
+What the function returns is a dict: ``text`` (what the model should read:
+text blocks, structured content as JSON when there is no text, an image or
+audio block described as ``[image/png, N bytes]``), ``structured_content``
+(the result's ``structuredContent`` or None) and ``content`` (the message
+parts: the text and the images as Haystack ``ImageContent``). The tool's
+``outputs_to_string`` makes the tool message of that: the text alone, or, when
+the result carried images, the text and the images (``raw_result``), which
+Haystack's chat generators send to a model that takes images. The dict lets
+``outputs_to_state`` put structured content in the Agent's state: pass
+``outputs_to_state={"weather": {"forecast": {"source": "structured_content"}}}``
+(keyed by tool name).
+
+A failing tool (``isError``, a timeout, a server that is gone, arguments the
+client refused) raises :class:`mcpcall.ToolCallFailed` with text the model may
+read; Haystack wraps it in its ``ToolInvocationError``, whose message ends
+with that text. The ``Agent`` (``raise_on_tool_invocation_failure=False``, its
+default) turns it into a tool message with ``error=True`` that the model reads
+on its next step; with ``True``, the run raises it.
+
+Haystack has no progress callback of its own for tools: ``on_progress`` given
+to :func:`tools` receives every call's progress notifications
+(``progress, total, message``), on the client's reader thread.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from ..dispatcher import ProgressCallback
+from ..registry import result_text
+from ..types import CallToolResult, ImageContent
+from ._core import MCPTool, mcp_tools, media, require
+
+require("haystack", "haystack", "Haystack (haystack-ai)")
+_tools = require("haystack.tools", "haystack", "Haystack (haystack-ai)")
+_dataclasses = require("haystack.dataclasses", "haystack", "Haystack (haystack-ai)")
+Tool: Any = _tools.Tool
+HaystackImage: Any = _dataclasses.ImageContent
+HaystackText: Any = _dataclasses.TextContent
+
+from jsonschema import Draft202012Validator  # a dependency of haystack-ai, which checks its tools' schemas with it
+from jsonschema.exceptions import SchemaError
+
+_MAX_REPAIRS = 50  # nodes of one schema replaced by an accept-anything schema before the whole is
+
+
+def tools(source: Any, timeout: float | None = None, *, on_progress: ProgressCallback | None = None,
+          outputs_to_state: Mapping[str, Mapping[str, Any]] | None = None) -> list[Any]:
+    """Every tool of ``source`` (an :class:`mcpcall.Client` or :class:`mcpcall.ToolRegistry`) as a Haystack ``Tool``.
+
+    ``timeout`` bounds the listing and is every call's default; ``on_progress``
+    gets every call's progress; ``outputs_to_state`` maps a tool's name to its
+    Haystack ``outputs_to_state`` (the sources are ``text``, ``structured_content``
+    and ``content``).
+    """
+    states = dict(outputs_to_state or {})
+    return [_tool(mcp, on_progress, states.get(mcp.name)) for mcp in mcp_tools(source, timeout)]
+
+
+def _tool(mcp: MCPTool, on_progress: ProgressCallback | None, state: Mapping[str, Any] | None) -> Any:
+    """The Haystack ``Tool`` of one MCP tool."""
+
+    def function(**kwargs: Any) -> dict[str, Any]:
+        return _output(mcp.call(mcp.arguments(kwargs), on_progress=on_progress))
+
+    async def async_function(**kwargs: Any) -> dict[str, Any]:
+        return _output(await mcp.acall(mcp.arguments(kwargs), on_progress=on_progress))
+
+    function.__name__ = async_function.__name__ = mcp.name
+    function.__doc__ = async_function.__doc__ = mcp.description
+    return Tool(
+        name=mcp.name,
+        description=mcp.description,
+        parameters=parameters(mcp.schema),
+        function=function,
+        async_function=async_function,
+        outputs_to_string={"handler": tool_message, "raw_result": True},
+        outputs_to_state={k: dict(v) for k, v in state.items()} if state else None,
+    )
+
+
+def _output(result: CallToolResult) -> dict[str, Any]:
+    text = result_text(result)
+    parts: list[Any] = [HaystackText(text)]
+    for block in media(result):
+        if isinstance(block, ImageContent):
+            try:
+                encoded = base64.b64encode(block.data).decode("ascii")  # mcpcall holds the decoded bytes
+                parts.append(HaystackImage(base64_image=encoded, mime_type=block.mime_type or None))
+            except ValueError:  # not base64, or a MIME type Haystack does not take as an image: the text says it
+                pass
+    return {"text": text, "structured_content": result.structured_content, "content": parts}
+
+
+def tool_message(output: Any) -> Any:
+    """The tool message's content for what a tool returned: the text, or the text and the images."""
+    if not isinstance(output, Mapping):  # a user's own handler chain may hand us something else
+        return output if isinstance(output, str) else str(output)
+    parts = output.get("content") or []
+    if any(isinstance(part, HaystackImage) for part in parts):
+        return list(parts)
+    return str(output.get("text", ""))
+
+
+# ---------------------------------------------------------------- parameters
+
+
+def parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` as Haystack's ``Tool`` takes it: valid under the JSON Schema 2020-12 meta-schema.
+
+    A schema that is valid is returned as it is (a copy). One that is not gets
+    the older drafts' forms rewritten (tuple ``items``, boolean
+    ``exclusiveMinimum``/``exclusiveMaximum``, ``additionalItems``) and its
+    ``$schema`` dropped (what is left is a 2020-12 schema); a node still
+    refused is replaced by an empty schema (anything), keeping its
+    description; after :data:`_MAX_REPAIRS` of those, an object with any properties.
+    """
+    out: dict[str, Any] = copy.deepcopy(dict(schema))
+    if _error(out) is None:
+        return out
+    out = dict(_modern(out))
+    out.pop("$schema", None)
+    for _ in range(_MAX_REPAIRS):
+        error = _error(out)
+        if error is None:
+            return out
+        out = _loosened(out, list(error.path))
+    return {"type": "object", "properties": {}} if _error(out) is not None else out
+
+
+def _error(schema: Any) -> SchemaError | None:
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        return exc
+    return None
+
+
+def _modern(node: Any) -> Any:
+    """Draft-04/07 forms as 2020-12 ones, everywhere in ``node``."""
+    if isinstance(node, list):
+        return [_modern(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _modern(value) for key, value in node.items()}
+    items = out.get("items")
+    if isinstance(items, list):  # draft-07 tuple form
+        out["prefixItems"] = items
+        extra = out.pop("additionalItems", None)
+        if extra is None:
+            out.pop("items")
+        else:
+            out["items"] = extra
+    elif "additionalItems" in out:  # meaningless without tuple items
+        out.pop("additionalItems")
+    for key, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        flag = out.get(key)
+        if isinstance(flag, bool):  # draft-04: a flag on minimum/maximum
+            out.pop(key)
+            if flag and isinstance(out.get(bound), (int, float)) and not isinstance(out.get(bound), bool):
+                out[key] = out.pop(bound)
+    return out
+
+
+_SCHEMA_MAPS = {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+
+
+def _loosened(schema: dict[str, Any], path: list[Any]) -> dict[str, Any]:
+    """``schema`` without what the meta-schema refused at ``path``.
+
+    In the deepest object above the refused value, the keyword holding it is
+    dropped (a wrong ``type`` goes, the rest of that node stays); a refused
+    property (or definition) becomes an empty schema, which accepts anything.
+    """
+    if not path:
+        return {"type": "object", "properties": {}}
+    nodes: list[Any] = [schema]
+    for key in path[:-1]:
+        nodes.append(nodes[-1][key])
+    for depth in range(len(path) - 1, -1, -1):
+        node = nodes[depth]
+        if isinstance(node, dict):
+            key = path[depth]
+            container = path[depth - 1] if depth > 0 else None
+            if container in _SCHEMA_MAPS:
+                node[key] = {}
+            else:
+                node.pop(key, None)
+            return schema
+    return {"type": "object", "properties": {}}
+
+
+__all__ = ["parameters", "tool_message", "tools"]
