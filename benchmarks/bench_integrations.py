@@ -95,11 +95,17 @@ def _timed_async(make: Callable[[], Any]) -> Callable[[int], float]:
     return run
 
 
+def _name(tool: Any) -> str:
+    """A framework tool's name (LlamaIndex keeps it in ``metadata``)."""
+    name = getattr(tool, "name", None)
+    return str(name if name is not None else getattr(getattr(tool, "metadata", None), "name", tool))
+
+
 def _echo_tool(tools: list[Any]) -> Any:
     for tool in tools:
-        if getattr(tool, "name", None) == "echo":
+        if _name(tool) == "echo":
             return tool
-    raise LookupError("no echo tool among " + ", ".join(str(getattr(t, "name", t)) for t in tools))
+    raise LookupError("no echo tool among " + ", ".join(_name(t) for t in tools))
 
 
 def mcpcall_variants() -> list[Variant]:
@@ -182,7 +188,7 @@ _SNIPPET = {
         import sys, mcpcall, importlib
         client = mcpcall.connect([sys.executable, "-m", "mcpcall.demo_server"], name="demo")
         tool = [t for t in importlib.import_module("mcpcall.integrations.{name}").tools(client, timeout=30)
-                if t.name == "echo"][0]
+                if getattr(t, "name", None) == "echo"][0]
         print("RESULT", repr(str({call})))
         client.close()
     """),
@@ -269,6 +275,10 @@ def main() -> None:
         return
     print(f"\n{'framework':12} {'client':9} {'start-up s':>10}  {'in a running loop':28} notebook")
     for name, adapter, _ in _mcpadapt_adapters():
+        try:
+            importlib.import_module(f"mcpcall.integrations.{name}")
+        except ImportError:
+            continue
         for kind, adapt in (("mcpcall", None), ("mcpadapt", adapter)):
             notebook = "not run" if opts.no_notebook else in_notebook(kind, name)
             print(f"{name:12} {kind:9} {startup(name, adapt):10.3f}  {in_running_loop(kind, name):28} {notebook}")
