@@ -37,6 +37,7 @@ handlers apply. Keyword ``options`` of :func:`tools` go to every
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections import OrderedDict
@@ -121,7 +122,7 @@ def _arguments(tool: MCPTool, args_json: str) -> dict[str, Any]:
         return {}
     try:
         values = json.loads(args_json)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise ToolCallFailed(f"tool {tool.name!r} was not called: its arguments are not valid JSON ({exc.msg})") from exc
     if values is None:
         return {}
@@ -138,8 +139,13 @@ def output(result: CallToolResult) -> Any:
     if not images:
         return text
     return [agents.ToolOutputText(text=text)] + [
-        agents.ToolOutputImage(image_url=f"data:{block.mime_type};base64,{block.data}") for block in images
+        agents.ToolOutputImage(image_url=f"data:{block.mime_type};base64,{_base64(block.data)}") for block in images
     ]
+
+
+def _base64(data: bytes | str) -> str:
+    """A block's data as base64 text (mcpcall gives the decoded bytes)."""
+    return data if isinstance(data, str) else base64.b64encode(data).decode("ascii")
 
 
 __all__ = ["function_name", "output", "tools"]

@@ -8,14 +8,16 @@ API key is needed.
 from __future__ import annotations
 
 import asyncio
+import base64
 import importlib
 import json
 import os
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pytest
 
@@ -23,13 +25,13 @@ from tests.integrations.conftest import framework, kill, run_async, while_loop_r
 
 agents = framework("agents")
 
-from agents.items import ModelResponse  # noqa: E402
-from agents.models.interface import Model  # noqa: E402
-from agents.usage import Usage  # noqa: E402
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText  # noqa: E402
+from agents.items import ModelResponse
+from agents.models.interface import Model
+from agents.usage import Usage
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
-import mcpcall  # noqa: E402
-from mcpcall.integrations import openai_agents  # noqa: E402
+import mcpcall
+from mcpcall.integrations import openai_agents
 
 agents.set_tracing_disabled(True)
 ROOT = Path(__file__).resolve().parents[2]
@@ -260,6 +262,7 @@ def test_everything_calls_and_image(everything: mcpcall.Client) -> None:
     assert isinstance(parts, list), parts
     images = [p for p in parts if p["type"] == "input_image"]
     assert len(images) == 1 and images[0]["image_url"].startswith("data:image/png;base64,")
+    assert base64.b64decode(images[0]["image_url"].split(",", 1)[1], validate=True).startswith(b"\x89PNG")
     texts = [p["text"] for p in parts if p["type"] == "input_text"]
     assert len(texts) == 1 and "[image/png," in texts[0] and "base64" not in texts[0]
     assert "3" in outputs[2] or "resource" in outputs[2].lower()  # the optional count left out: its default applies
@@ -280,7 +283,7 @@ def test_example_runs_without_an_api_key() -> None:
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     env["PYTHONPATH"] = str(ROOT)
     proc = subprocess.run([sys.executable, "examples/integrations/openai_agents.py"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "echo -> hello from mcpcall" in proc.stdout
     assert "add -> 5" in proc.stdout
