@@ -29,6 +29,10 @@ the run goes on (a plain exception would end the run):
   with ``UnexpectedModelBehavior``), while a timeout, a dead server or another
   JSON-RPC error stays a ``ToolFailed``, as calling again would not help.
 
+Arguments that are not JSON, or not a JSON object, never reach the tool: Pydantic
+AI's own validation answers them with a retry prompt, as for any of its tools
+(and ends the run once the tool's ``max_retries`` are spent).
+
 Results are a :class:`pydantic_ai.ToolReturn`: its ``return_value`` is the
 structured content when the result has some and no image or audio (what
 Pydantic AI's own MCP client does: the model reads it as JSON), else the text
@@ -136,11 +140,11 @@ def _function(tool: MCPTool, behavior: ToolErrorBehavior) -> Any:
 
         def on_progress(progress: float, total: float | None, message: str | None) -> None:
             # On the client's callbacks thread: the event is emitted on the run's loop.
-            event = MCPProgress(progress=progress, total=total, message=message)
+            emit = ctx.emit(MCPProgress(progress=progress, total=total, message=message))
             try:
-                emitted.append(asyncio.run_coroutine_threadsafe(ctx.emit(event), loop))
+                emitted.append(asyncio.run_coroutine_threadsafe(emit, loop))
             except RuntimeError:  # the loop is closed: the run is over
-                pass
+                emit.close()
 
         try:
             result = await tool.acall(tool.arguments(values), on_progress=on_progress)
