@@ -241,7 +241,7 @@ def _first_image(result: Any) -> Any:
 
             picture = PIL.Image.open(io.BytesIO(data))
             picture.load()
-        except (binascii.Error, ValueError, OSError):  # not an image PIL reads: the text describes it
+        except (binascii.Error, ValueError, OSError, SyntaxError):  # not an image PIL reads (a bad checksum, …): the text says it
             continue
         return smolagents.AgentImage(picture)
     return None
