@@ -90,13 +90,14 @@ def tools(source: Client | ToolRegistry, timeout: float | None = None, *, images
 
 def make_tool(mcp: MCPTool, name: str | None = None, *, images: bool = False) -> Any:
     """One smolagents tool for ``mcp``, named ``name`` (default: its name as an identifier)."""
-    structured = isinstance(mcp.tool.output_schema, Mapping)
+    output_schema = mcp.tool.output_schema
+    structured = isinstance(output_schema, Mapping)
     attributes: dict[str, Any] = {
         "name": name or identifier(mcp.name),
         "description": mcp.description or f"The MCP tool {mcp.name}.",
         "inputs": inputs_for(mcp),
         "output_type": "object" if structured else ("any" if images else "string"),
-        "output_schema": dict(mcp.tool.output_schema) if structured else None,  # type: ignore[arg-type]
+        "output_schema": dict(output_schema) if isinstance(output_schema, Mapping) else None,
         "mcp_tool": mcp,
         "images": images,
     }
