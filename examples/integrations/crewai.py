@@ -60,8 +60,8 @@ def main() -> None:
         task = crewai.Task(description="Echo a greeting, add 2 and 3, try the fail tool, then tell me the sum.",
                            expected_output="the sum", agent=agent)
         output = crewai.Crew(agents=[agent], tasks=[task], verbose=False).kickoff()
-        for result in agent.tools_results:
-            print(f"{result['tool_name']} -> {result['result']}")
+        for result in agent.tools_results:  # CrewAI adds the tool list to a result every few uses: the first line
+            print(f"{result['tool_name']} -> {str(result['result']).strip().splitlines()[0]}")
         for record in output.tasks_output[0].tool_failures:
             print(f"{record.tool_name} failed: {record.failure.message}")
         print("answer:", output.raw)
