@@ -103,7 +103,7 @@ test-integrations: $(INT_VENV)/.installed $(PEERS)/.installed
 		MCPCALL_INSTALLED=1 PYTHONSAFEPATH=1 $(INT_VENV)/bin/pytest --import-mode=append tests/integrations $(INT_PYTEST_ARGS)
 
 ## lint: ruff and mypy --strict on the package
-lint: $(VENV)/.dev
+lint: $(VENV)/.dev $(VENV)/.auth
 	$(VENV)/bin/ruff check --target-version py39 --line-length 130 mcpcall
 	$(VENV)/bin/mypy --strict mcpcall
 

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Mapping
 from concurrent.futures import CancelledError
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from typing import Any, Callable, Optional
 
 from ..client import Client
 from ..dispatcher import ProgressCallback
@@ -31,6 +31,10 @@ from ..registry.servers import model_text
 from ..types import AudioContent, CallToolResult, ImageContent, Tool
 
 log = logging.getLogger("mcpcall.integrations")
+
+ToolProgress = Callable[[str, float, Optional[float], Optional[str]], Any]
+"""``on_progress(tool_name, progress, total, message)``: a server's progress notice for a call of ``tool_name``,
+on the client's callbacks thread (never an I/O thread); on the sync path every one has come when the call returns."""
 
 _MAX_RPC_TEXT = 500  # characters of a server's JSON-RPC error message a model may read
 _MAX_INVALID_TEXT = 500  # characters of why the arguments were refused before sending
@@ -58,17 +62,20 @@ class MCPTool:
     client, the exposed ``mcp__server__tool`` name for a registry); ``schema``
     is the tool's ``inputSchema`` as an object schema (a deep copy: an
     integration may change it); ``timeout`` is the seconds a call may take
-    when the caller gives none (None: the client's or registry's default).
+    when the caller gives none (None: the client's or registry's default);
+    ``on_progress`` (:data:`ToolProgress`) hears every call's progress.
     """
 
-    __slots__ = ("description", "name", "schema", "server", "timeout", "tool", "_source")
+    __slots__ = ("_source", "description", "name", "on_progress", "schema", "server", "timeout", "tool")
 
-    def __init__(self, source: Client | ToolRegistry, name: str, server: str, tool: Tool, timeout: float | None) -> None:
+    def __init__(self, source: Client | ToolRegistry, name: str, server: str, tool: Tool, timeout: float | None,
+                 on_progress: ToolProgress | None = None) -> None:
         self._source = source
         self.name = name
         self.server = server
         self.tool = tool
         self.timeout = timeout
+        self.on_progress = on_progress
         self.description = tool_description(tool)
         self.schema = object_schema(tool.input_schema)
 
@@ -116,10 +123,13 @@ class MCPTool:
 
     def call(self, arguments: Mapping[str, Any] | None = None, *, timeout: float | None = None,
              on_progress: ProgressCallback | None = None) -> CallToolResult:
-        """Call the tool on this thread; its result, or :class:`ToolCallFailed` with text a model may read."""
+        """Call the tool on this thread; its result, or :class:`ToolCallFailed` with text a model may read.
+
+        ``on_progress(progress, total, message)`` hears this call's progress, as does the tool's own ``on_progress``.
+        """
         seconds = self.timeout if timeout is None else timeout
         try:
-            result = self._send(arguments, seconds, on_progress)
+            result = self._send(arguments, seconds, self._progress(on_progress))
         except (MCPError, FutureTimeout) as exc:
             raise self.failure(exc, seconds) from exc
         return self._checked(result)
@@ -133,6 +143,7 @@ class MCPTool:
         default executor. Either way no I/O happens on the loop's thread.
         """
         seconds = self.timeout if timeout is None else timeout
+        on_progress = self._progress(on_progress)
         loop = asyncio.get_running_loop()
         try:
             if isinstance(self._source, Client):
@@ -158,6 +169,20 @@ class MCPTool:
             except CancelledError:
                 future.cancel()  # tells the server
                 raise
+
+    def _progress(self, given: ProgressCallback | None) -> ProgressCallback | None:
+        """What hears a call's progress: ``given`` (the call's), the tool's ``on_progress``, or both."""
+        own = self.on_progress
+        if own is None:
+            return given
+        name = self.name
+
+        def both(progress: float, total: float | None, message: str | None) -> None:
+            if given is not None:
+                given(progress, total, message)
+            own(name, progress, total, message)
+
+        return both
 
     def _send(self, arguments: Mapping[str, Any] | None, seconds: float | None,
               on_progress: ProgressCallback | None) -> CallToolResult:
@@ -212,16 +237,19 @@ def _as_integer(schema: Mapping[str, Any], value: Any) -> Any:
     return int(value) if "integer" in kinds and "number" not in kinds else value
 
 
-def mcp_tools(source: Client | ToolRegistry, timeout: float | None = None) -> list[MCPTool]:
+def mcp_tools(source: Client | ToolRegistry, timeout: float | None = None, *,
+              on_progress: ToolProgress | None = None) -> list[MCPTool]:
     """Every tool of ``source`` (listed now, within ``timeout``) as an :class:`MCPTool`.
 
     A registry leaves out a server it cannot reach (its ``errors`` say why);
-    a client raises. ``timeout`` is also every call's default.
+    a client raises. ``timeout`` is also every call's default; ``on_progress``
+    (``on_progress(tool_name, progress, total, message)``) hears every call's progress.
     """
     if isinstance(source, ToolRegistry):
-        return [MCPTool(source, entry.name, entry.server, entry.tool, timeout) for entry in source.tools(timeout)]
+        return [MCPTool(source, entry.name, entry.server, entry.tool, timeout, on_progress)
+                for entry in source.tools(timeout)]
     if isinstance(source, Client):
-        return [MCPTool(source, tool.name, source.name, tool, timeout) for tool in source.list_tools(timeout)]
+        return [MCPTool(source, tool.name, source.name, tool, timeout, on_progress) for tool in source.list_tools(timeout)]
     raise TypeError(f"tools() takes an mcpcall.Client or an mcpcall.ToolRegistry, not {type(source).__name__}")
 
 
@@ -251,4 +279,4 @@ def media(result: CallToolResult) -> list[ImageContent | AudioContent]:
     return [block for block in result.content if isinstance(block, (ImageContent, AudioContent))]
 
 
-__all__ = ["MCPTool", "ToolCallFailed", "identifier", "mcp_tools", "media", "require", "result_text"]
+__all__ = ["MCPTool", "ToolCallFailed", "ToolProgress", "identifier", "mcp_tools", "media", "require", "result_text"]

@@ -48,7 +48,7 @@ def dump(instance: Any) -> dict[str, Any]:
 
 
 def _pydantic() -> Any:
-    import pydantic
+    import pydantic  # type: ignore[import-not-found, unused-ignore]  # every framework that wants a model has it
 
     return pydantic
 

@@ -19,15 +19,18 @@ The result is the text a model should read (structured content as JSON when
 there is no text; an image as ``[image/png, N bytes]``, never its base64).
 
 A failing tool (``isError``, a timeout, a server that is gone, arguments the
-server refused) raises :class:`mcpcall.ToolCallFailed` with text the model may
-read. An agent catches it, calls the tool again up to its parsing-attempt limit
-(3 more times), then tells the model ``Tool … failed: <text>`` and goes on.
-With ``failures="report"`` the tool instead returns a
-:class:`crewai.tools.tool_failure.ToolFailure` with that text: CrewAI's own
-report of a tool that ran but failed (``reason`` ``mcp_error`` for ``isError``),
-which the agent shows once, without calling again, records on
-``TaskOutput.tool_failures`` and acts on by its ``tool_failure_policy``.
-CrewAI has no progress callback: the client's own handlers apply.
+server refused) returns, by default (``failures="report"``), a
+:class:`crewai.tools.tool_failure.ToolFailure` with text the model may read:
+CrewAI's own report of a tool that ran but failed (``reason`` ``mcp_error``
+for ``isError``), which the agent shows the model once, records on
+``TaskOutput.tool_failures`` and acts on by its ``tool_failure_policy``. With
+``failures="raise"`` it raises :class:`mcpcall.ToolCallFailed` instead; an
+agent then catches it and calls the tool again up to its parsing-attempt limit
+(3 more times) before it tells the model ``Tool … failed: <text>``: a
+timed-out call would wait its timeout four times, and a tool that does
+something would do it four times, which is why reporting is the default.
+CrewAI has no progress callback: ``on_progress`` given to :func:`tools`
+(``on_progress(tool_name, progress, total, message)``) hears every call's progress.
 
 Set ``CREWAI_DISABLE_TELEMETRY=true`` / ``OTEL_SDK_DISABLED=true`` to keep
 CrewAI from sending telemetry; mcpcall sets nothing for you.
@@ -41,7 +44,7 @@ from typing import Any, Literal
 from ..client import Client
 from ..errors import ToolCallFailed
 from ..registry import ToolRegistry
-from ._core import MCPTool, mcp_tools, require, result_text
+from ._core import MCPTool, ToolProgress, mcp_tools, require, result_text
 from ._models import model_for
 
 crewai_tools = require("crewai.tools", "crewai", "CrewAI")
@@ -51,10 +54,13 @@ _pydantic = require("pydantic", "crewai", "CrewAI")
 Failures = Literal["raise", "report"]
 
 
-class MCPCrewAITool(crewai_tools.BaseTool):  # type: ignore[misc]
+_BaseTool: Any = crewai_tools.BaseTool
+
+
+class MCPCrewAITool(_BaseTool):  # type: ignore[misc]
     """The CrewAI tool of one MCP tool (made by :func:`tools`; ``mcp_tool`` is the :class:`~._core.MCPTool`)."""
 
-    failures: str = "raise"
+    failures: str = "report"
     _mcp: Any = _pydantic.PrivateAttr(default=None)
 
     @property
@@ -106,7 +112,8 @@ class MCPCrewAITool(crewai_tools.BaseTool):  # type: ignore[misc]
         return _failure.ToolFailure(message=str(exc), reason=reason)
 
 
-def tools(source: Client | ToolRegistry, timeout: float | None = None, *, failures: Failures = "raise") -> list[Any]:
+def tools(source: Client | ToolRegistry, timeout: float | None = None, *, failures: Failures = "report",
+          on_progress: ToolProgress | None = None) -> list[Any]:
     """The tools of ``source`` (a :class:`~mcpcall.Client` or a :class:`~mcpcall.ToolRegistry`) as CrewAI tools.
 
     ``timeout`` is the seconds to list them and each call's limit (None: the
@@ -116,10 +123,10 @@ def tools(source: Client | ToolRegistry, timeout: float | None = None, *, failur
     """
     if failures not in ("raise", "report"):
         raise ValueError(f"failures is 'raise' or 'report', not {failures!r}")
-    return [make_tool(mcp, failures=failures) for mcp in mcp_tools(source, timeout)]
+    return [make_tool(mcp, failures=failures) for mcp in mcp_tools(source, timeout, on_progress=on_progress)]
 
 
-def make_tool(mcp: MCPTool, *, failures: Failures = "raise") -> Any:
+def make_tool(mcp: MCPTool, *, failures: Failures = "report") -> Any:
     """One CrewAI tool for ``mcp``."""
     schema = model_for(mcp.name, mcp.schema, description=mcp.description)
     tool = MCPCrewAITool(name=mcp.name, description=mcp.description or f"The MCP tool {mcp.name}.", args_schema=schema,

@@ -31,7 +31,8 @@ model may read; ``ReAct`` records it as the step's observation
 refuses raises its ``ValueError``, which ReAct records the same way.
 
 DSPy has no progress callback for tools: ``on_progress`` given to
-:func:`tools` receives every call's progress (``progress, total, message``).
+:func:`tools` receives every call's progress (``on_progress(tool_name, progress, total, message)``,
+on the client's callbacks thread).
 """
 
 from __future__ import annotations
@@ -40,11 +41,10 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from ..dispatcher import ProgressCallback
 from ..registry import result_text
 from ..registry.gemini import resolve_pointer
 from ..types import CallToolResult
-from ._core import MCPTool, mcp_tools, require
+from ._core import MCPTool, ToolProgress, mcp_tools, require
 
 _dspy = require("dspy", "dspy", "DSPy")
 _DSPyTool: Any = _dspy.Tool
@@ -59,18 +59,17 @@ _MAX_REF_DEPTH = 16  # nested $refs inlined in one argument's schema; deeper (or
 class _Call:
     """The function of one MCP tool: called (the sync path) or awaited through :meth:`acall`."""
 
-    def __init__(self, mcp: MCPTool, on_progress: ProgressCallback | None, structured: bool) -> None:
+    def __init__(self, mcp: MCPTool, structured: bool) -> None:
         self.mcp = mcp
-        self.on_progress = on_progress
         self.structured = structured
         self.__name__ = mcp.name
         self.__doc__ = mcp.description
 
     def __call__(self, **kwargs: Any) -> Any:
-        return self._output(self.mcp.call(self.mcp.arguments(kwargs), on_progress=self.on_progress))
+        return self._output(self.mcp.call(self.mcp.arguments(kwargs)))
 
     async def acall(self, **kwargs: Any) -> Any:
-        return self._output(await self.mcp.acall(self.mcp.arguments(kwargs), on_progress=self.on_progress))
+        return self._output(await self.mcp.acall(self.mcp.arguments(kwargs)))
 
     def _output(self, result: CallToolResult) -> Any:
         if self.structured and result.structured_content is not None:
@@ -93,7 +92,7 @@ class Tool(_DSPyTool):  # type: ignore[misc]  # DSPy is untyped
     acall = _with_callbacks(_acall)  # DSPy's callbacks see it as they see dspy.Tool.acall
 
 
-def tools(source: Any, timeout: float | None = None, *, on_progress: ProgressCallback | None = None,
+def tools(source: Any, timeout: float | None = None, *, on_progress: ToolProgress | None = None,
           structured: bool = False) -> list[Any]:
     """Every tool of ``source`` (an :class:`mcpcall.Client` or :class:`mcpcall.ToolRegistry`) as a ``dspy.Tool``.
 
@@ -101,13 +100,13 @@ def tools(source: Any, timeout: float | None = None, *, on_progress: ProgressCal
     gets every call's progress; with ``structured``, a result with structured
     content returns it instead of the text.
     """
-    return [_tool(mcp, on_progress, structured) for mcp in mcp_tools(source, timeout)]
+    return [_tool(mcp, structured) for mcp in mcp_tools(source, timeout, on_progress=on_progress)]
 
 
-def _tool(mcp: MCPTool, on_progress: ProgressCallback | None, structured: bool) -> Any:
+def _tool(mcp: MCPTool, structured: bool) -> Any:
     args = arguments(mcp.schema)
     descriptions = {name: sub["description"] for name, sub in args.items() if isinstance(sub.get("description"), str)}
-    return Tool(_Call(mcp, on_progress, structured), name=mcp.name, desc=mcp.description, args=args,
+    return Tool(_Call(mcp, structured), name=mcp.name, desc=mcp.description, args=args,
                 arg_types=dict.fromkeys(args, Any), arg_desc=descriptions)
 
 

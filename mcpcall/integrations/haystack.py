@@ -34,7 +34,7 @@ on its next step; with ``True``, the run raises it.
 
 Haystack has no progress callback of its own for tools: ``on_progress`` given
 to :func:`tools` receives every call's progress notifications
-(``progress, total, message``), on the client's reader thread.
+(``on_progress(tool_name, progress, total, message)``), on the client's callbacks thread.
 """
 
 from __future__ import annotations
@@ -44,10 +44,9 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from ..dispatcher import ProgressCallback
 from ..registry import result_text
 from ..types import CallToolResult, ImageContent
-from ._core import MCPTool, mcp_tools, media, require
+from ._core import MCPTool, ToolProgress, mcp_tools, media, require
 
 require("haystack", "haystack", "Haystack (haystack-ai)")
 _tools = require("haystack.tools", "haystack", "Haystack (haystack-ai)")
@@ -62,7 +61,7 @@ from jsonschema.exceptions import SchemaError
 _MAX_REPAIRS = 50  # nodes of one schema replaced by an accept-anything schema before the whole is
 
 
-def tools(source: Any, timeout: float | None = None, *, on_progress: ProgressCallback | None = None,
+def tools(source: Any, timeout: float | None = None, *, on_progress: ToolProgress | None = None,
           outputs_to_state: Mapping[str, Mapping[str, Any]] | None = None) -> list[Any]:
     """Every tool of ``source`` (an :class:`mcpcall.Client` or :class:`mcpcall.ToolRegistry`) as a Haystack ``Tool``.
 
@@ -72,17 +71,17 @@ def tools(source: Any, timeout: float | None = None, *, on_progress: ProgressCal
     and ``content``).
     """
     states = dict(outputs_to_state or {})
-    return [_tool(mcp, on_progress, states.get(mcp.name)) for mcp in mcp_tools(source, timeout)]
+    return [_tool(mcp, states.get(mcp.name)) for mcp in mcp_tools(source, timeout, on_progress=on_progress)]
 
 
-def _tool(mcp: MCPTool, on_progress: ProgressCallback | None, state: Mapping[str, Any] | None) -> Any:
+def _tool(mcp: MCPTool, state: Mapping[str, Any] | None) -> Any:
     """The Haystack ``Tool`` of one MCP tool."""
 
     def function(**kwargs: Any) -> dict[str, Any]:
-        return _output(mcp.call(mcp.arguments(kwargs), on_progress=on_progress))
+        return _output(mcp.call(mcp.arguments(kwargs)))
 
     async def async_function(**kwargs: Any) -> dict[str, Any]:
-        return _output(await mcp.acall(mcp.arguments(kwargs), on_progress=on_progress))
+        return _output(await mcp.acall(mcp.arguments(kwargs)))
 
     function.__name__ = async_function.__name__ = mcp.name
     function.__doc__ = async_function.__doc__ = mcp.description

@@ -52,22 +52,19 @@ turns bad-argument errors into a message). Turn it on in either place:
   (a bare ``.invoke(args)`` then returns the text instead of raising).
 
 **Progress.** LangChain's callbacks have no progress event: ``on_progress``
-(``on_progress(tool_name, progress, total, message)``, called on mcpcall's
-reader thread) receives the server's progress notifications of every call.
+(``on_progress(tool_name, progress, total, message)``, called on the client's
+callbacks thread) receives the server's progress notifications of every call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any
 
-from ._core import MCPTool, ToolCallFailed, mcp_tools, require, result_text
+from ._core import MCPTool, ToolCallFailed, ToolProgress, mcp_tools, require, result_text
 
 _tools = require("langchain_core.tools", "langchain", "langchain-core")
 _StructuredTool: Any = _tools.StructuredTool
 
-ToolProgress = Callable[[str, float, Optional[float], Optional[str]], None]
-"""``on_progress(tool_name, progress, total, message)``."""
 
 
 class MCPStructuredTool(_StructuredTool):  # type: ignore[misc]
@@ -95,26 +92,20 @@ def tools(source: Any, timeout: float | None = None, *, handle_tool_error: Any =
     error ``ToolMessage`` with its text; see the module docstring);
     ``on_progress`` receives every call's progress.
     """
-    return [_tool(mcp, handle_tool_error, on_progress) for mcp in mcp_tools(source, timeout)]
+    return [_tool(mcp, handle_tool_error) for mcp in mcp_tools(source, timeout, on_progress=on_progress)]
 
 
-def _tool(mcp: MCPTool, handle_tool_error: Any, on_progress: ToolProgress | None) -> Any:
-    def progress(value: float, total: float | None, message: str | None) -> None:
-        if on_progress is not None:
-            on_progress(mcp.name, value, total, message)
-
-    watch = progress if on_progress is not None else None
-
+def _tool(mcp: MCPTool, handle_tool_error: Any) -> Any:
     def run(**kwargs: Any) -> tuple[str, dict[str, Any]]:
         try:
-            result = mcp.call(mcp.arguments(kwargs), on_progress=watch)
+            result = mcp.call(mcp.arguments(kwargs))
         except ToolCallFailed as exc:
             raise _tools.ToolException(str(exc)) from exc
         return result_text(result), dict(result.raw)
 
     async def arun(**kwargs: Any) -> tuple[str, dict[str, Any]]:
         try:
-            result = await mcp.acall(mcp.arguments(kwargs), on_progress=watch)
+            result = await mcp.acall(mcp.arguments(kwargs))
         except ToolCallFailed as exc:
             raise _tools.ToolException(str(exc)) from exc
         return result_text(result), dict(result.raw)

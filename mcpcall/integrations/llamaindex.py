@@ -43,27 +43,23 @@ catch it: ``call_tool_with_selection`` returns
 agent gives the LLM ``ToolOutput(is_error=True, content="<text>")`` and goes on.
 
 **Progress.** LlamaIndex tools have no progress callback: ``on_progress``
-(``on_progress(tool_name, progress, total, message)``, called on mcpcall's
-reader thread) receives the server's progress notifications of every call.
+(``on_progress(tool_name, progress, total, message)``, called on the client's
+callbacks thread) receives the server's progress notifications of every call.
 """
 
 from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any
 
 from ..types import CallToolResult
-from ._core import MCPTool, ToolCallFailed, mcp_tools, media, require, result_text
+from ._core import MCPTool, ToolCallFailed, ToolProgress, mcp_tools, media, require, result_text
 from ._models import model_for
 
 _tools = require("llama_index.core.tools", "llamaindex", "llama-index-core")
 _blocks = require("llama_index.core.base.llms.types", "llamaindex", "llama-index-core")
 _FunctionTool: Any = _tools.FunctionTool
-
-ToolProgress = Callable[[str, float, Optional[float], Optional[str]], None]
-"""``on_progress(tool_name, progress, total, message)``."""
 
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_-]")  # what ToolMetadata.to_openai_tool rewrites to "_"
 
@@ -92,25 +88,19 @@ def tools(source: Any, timeout: float | None = None, *, on_progress: ToolProgres
     """
     out: list[Any] = []
     taken: set[str] = set()
-    for mcp in mcp_tools(source, timeout):
+    for mcp in mcp_tools(source, timeout, on_progress=on_progress):
         name = _name(mcp.name, taken)
         taken.add(name)
-        out.append(_tool(mcp, name, on_progress))
+        out.append(_tool(mcp, name))
     return out
 
 
-def _tool(mcp: MCPTool, name: str, on_progress: ToolProgress | None) -> Any:
-    def progress(value: float, total: float | None, message: str | None) -> None:
-        if on_progress is not None:
-            on_progress(name, value, total, message)
-
-    watch = progress if on_progress is not None else None
-
+def _tool(mcp: MCPTool, name: str) -> Any:
     def call(**kwargs: Any) -> Any:
-        return mcp.call(mcp.arguments(kwargs), on_progress=watch)
+        return mcp.call(mcp.arguments(kwargs))
 
     async def acall(**kwargs: Any) -> Any:
-        return await mcp.acall(mcp.arguments(kwargs), on_progress=watch)
+        return await mcp.acall(mcp.arguments(kwargs))
 
     call.__name__ = acall.__name__ = name
     schema = model_for(name, mcp.schema, description=mcp.description)

@@ -29,8 +29,9 @@ there, and :func:`result_text` gives its JSON when they do not) is kept for
 the application as the output item's ``custom_data`` (``{"structured_content":
 {...}}`` on the :class:`agents.items.ToolCallOutputItem` of ``result.new_items``).
 
-The SDK has no progress callback for a function tool: the client's own
-handlers apply. Keyword ``options`` of :func:`tools` go to every
+The SDK has no progress callback for a function tool: ``on_progress`` given to
+:func:`tools` (``on_progress(tool_name, progress, total, message)``) hears every
+call's progress. Keyword ``options`` of :func:`tools` go to every
 ``FunctionTool`` (``needs_approval=True``, ``is_enabled=...``,
 ``timeout_seconds=...``).
 """
@@ -48,7 +49,7 @@ from ..client import Client
 from ..errors import ToolCallFailed
 from ..registry import ToolRegistry
 from ..types import CallToolResult, ImageContent
-from ._core import MCPTool, mcp_tools, media, require, result_text
+from ._core import MCPTool, ToolProgress, mcp_tools, media, require, result_text
 
 agents = require("agents", "openai_agents", "the OpenAI Agents SDK (openai-agents)")
 
@@ -57,15 +58,17 @@ _PENDING_LIMIT = 1_000  # structured contents kept for output items not yet made
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 
-def tools(source: Client | ToolRegistry, timeout: float | None = None, **options: Any) -> list[Any]:
+def tools(source: Client | ToolRegistry, timeout: float | None = None, *, on_progress: ToolProgress | None = None,
+          **options: Any) -> list[Any]:
     """The tools of ``source`` as ``agents.FunctionTool``\\ s, one per MCP tool, listed now.
 
     ``timeout`` bounds the listing and is every call's default; ``options``
     are passed to every ``FunctionTool`` (e.g. ``needs_approval=True``).
+    ``on_progress(tool_name, progress, total, message)`` hears every call's progress (on the client's callbacks thread).
     """
     out: list[Any] = []
     taken: set[str] = set()
-    for tool in mcp_tools(source, timeout):
+    for tool in mcp_tools(source, timeout, on_progress=on_progress):
         name = function_name(tool.name, taken)
         taken.add(name)
         out.append(_function_tool(tool, name, options))

@@ -63,7 +63,7 @@ from ..client import Client
 from ..errors import InvalidRequest, RPCError, SchemaValidationError, ToolCallFailed
 from ..registry import ToolRegistry
 from ..types import CallToolResult
-from ._core import MCPTool, mcp_tools, media, require, result_text
+from ._core import MCPTool, ToolProgress, mcp_tools, media, require, result_text
 
 pydantic_ai = require("pydantic_ai", "pydantic_ai", "Pydantic AI (pydantic-ai-slim)")
 pydantic_core = require("pydantic_core", "pydantic_ai", "Pydantic AI (pydantic-ai-slim)")
@@ -92,19 +92,21 @@ class MCPProgress(_CustomEvent, name="mcpcall.progress"):  # type: ignore[misc, 
 
 
 def tools(source: Client | ToolRegistry, timeout: float | None = None, *,
-          tool_error_behavior: ToolErrorBehavior = "failed", **options: Any) -> list[Any]:
+          tool_error_behavior: ToolErrorBehavior = "failed", on_progress: ToolProgress | None = None,
+          **options: Any) -> list[Any]:
     """The tools of ``source`` as ``pydantic_ai.Tool``\\ s, one per MCP tool, listed now.
 
     ``timeout`` bounds the listing and is every call's default;
     ``tool_error_behavior`` is how a failure reaches the model (see the module);
     ``options`` set those attributes of every ``Tool`` (``max_retries``,
     ``requires_approval``, ``sequential``, ``timeout``, ``strict``, ``metadata``, …).
+    ``on_progress(tool_name, progress, total, message)`` hears every call's progress (on the client's callbacks thread). (besides the run's ``MCPProgress`` events)
     """
     if tool_error_behavior not in ("failed", "retry"):
         raise ValueError(f"tool_error_behavior must be 'failed' or 'retry', not {tool_error_behavior!r}")
     out: list[Any] = []
     taken: set[str] = set()
-    for tool in mcp_tools(source, timeout):
+    for tool in mcp_tools(source, timeout, on_progress=on_progress):
         name = tool_name(tool.name, taken)
         taken.add(name)
         made = pydantic_ai.Tool.from_schema(_function(tool, tool_error_behavior), name=name,

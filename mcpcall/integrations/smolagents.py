@@ -28,7 +28,8 @@ read; a ``ToolCallingAgent`` turns it into an error the model sees in its next
 step (``Error executing tool …: ToolCallFailed: …``) and the run goes on.
 Arguments of a wrong type or a missing required one are refused first by
 smolagents' own validation, the same way. smolagents has no progress callback:
-the client's own handlers apply.
+``on_progress`` given to :func:`tools` (``on_progress(tool_name, progress,
+total, message)``) hears every call's progress.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from typing import Any
 from ..client import Client
 from ..registry import ToolRegistry
 from ..registry.gemini import resolve_pointer
-from ._core import MCPTool, ToolCallFailed, identifier, mcp_tools, media, require, result_text
+from ._core import MCPTool, ToolCallFailed, ToolProgress, identifier, mcp_tools, media, require, result_text
 
 smolagents = require("smolagents", "smolagents", "smolagents")
 
@@ -52,7 +53,10 @@ MAX_REF_DEPTH = 8  # nested $refs written out into an input; deeper or recursive
 MAX_NODES = 2_000  # schema nodes copied per input
 
 
-class MCPSmolagentsTool(smolagents.Tool):  # type: ignore[misc]
+_Tool: Any = smolagents.Tool
+
+
+class MCPSmolagentsTool(_Tool):  # type: ignore[misc]
     """The smolagents tool of one MCP tool; :func:`tools` makes a subclass per tool with its class attributes."""
 
     skip_forward_signature_validation = True  # forward takes **kwargs: the inputs are the MCP tool's
@@ -71,17 +75,19 @@ class MCPSmolagentsTool(smolagents.Tool):  # type: ignore[misc]
         return result_text(result)
 
 
-def tools(source: Client | ToolRegistry, timeout: float | None = None, *, images: bool = False) -> list[Any]:
+def tools(source: Client | ToolRegistry, timeout: float | None = None, *, images: bool = False,
+          on_progress: ToolProgress | None = None) -> list[Any]:
     """The tools of ``source`` (a :class:`~mcpcall.Client` or a :class:`~mcpcall.ToolRegistry`) as smolagents tools.
 
     ``timeout`` is the seconds to list them and each call's limit (None: the
     source's default). With ``images``, a result holding an image returns it
     as an :class:`smolagents.AgentImage` (the tool's ``output_type`` is then
     ``"any"``); otherwise it is described in the text.
+    ``on_progress(tool_name, progress, total, message)`` hears every call's progress (on the client's callbacks thread).
     """
     out: list[Any] = []
     taken: set[str] = set()
-    for mcp in mcp_tools(source, timeout):
+    for mcp in mcp_tools(source, timeout, on_progress=on_progress):
         name = identifier(mcp.name, taken)
         taken.add(name)
         out.append(make_tool(mcp, name, images=images))
@@ -236,9 +242,9 @@ def _first_image(result: Any) -> Any:
         if not block.mime_type.startswith("image/"):
             continue
         try:
-            raw: Any = block.data  # the decoded bytes (media()'s docstring says base64 text: take either)
+            raw: Any = block.data  # the decoded bytes (base64 text too, should a block hold it)
             data = raw if isinstance(raw, bytes) else base64.b64decode(raw)
-            import PIL.Image
+            import PIL.Image  # type: ignore[import-not-found, unused-ignore]  # a dependency of smolagents
 
             picture = PIL.Image.open(io.BytesIO(data))
             picture.load()

@@ -140,3 +140,4 @@ def no_event_loop(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     monkeypatch.setattr(asyncio.base_events.BaseEventLoop, "__init__", refuse)
     yield made
     assert not made, f"an event loop was made on the sync path, on thread(s) {made}"
+

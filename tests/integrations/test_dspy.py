@@ -194,10 +194,10 @@ def test_dspy_callbacks_see_both_paths(demo: Any) -> None:
 
 
 def test_progress_reaches_on_progress(demo: Any) -> None:
-    seen: list[float] = []
-    slow = by_name(mcp_dspy.tools(demo, on_progress=lambda progress, total, message: seen.append(progress)))["slow"]
+    seen: list[tuple[str, float]] = []
+    slow = by_name(mcp_dspy.tools(demo, on_progress=lambda tool, progress, total, message: seen.append((tool, progress))))["slow"]
     assert slow(seconds=0.1, steps=3).startswith("done after")
-    assert len(seen) == 3 and seen[-1] == 3
+    assert seen == [("slow", 1), ("slow", 2), ("slow", 3)]
 
 
 # ---------------------------------------------------------------- ReAct

@@ -200,11 +200,11 @@ def test_invalid_arguments_are_an_error_message(demo: Any) -> None:
 
 
 def test_progress_reaches_on_progress(demo: Any) -> None:
-    seen: list[tuple[float, Any]] = []
-    tools = mcp_haystack.tools(demo, on_progress=lambda progress, total, message: seen.append((progress, total)))
+    seen: list[tuple[str, float, Any]] = []
+    tools = mcp_haystack.tools(demo, on_progress=lambda tool, progress, total, message: seen.append((tool, progress, total)))
     result, _ = agent_run(tools, [[("slow", {"seconds": 0.1, "steps": 3})]])
     assert tool_results(result)[0].error is False
-    assert len(seen) == 3 and seen[-1][0] == 3
+    assert seen == [("slow", 1, 3), ("slow", 2, 3), ("slow", 3, 3)]
 
 
 # ---------------------------------------------------------------- the Agent, async

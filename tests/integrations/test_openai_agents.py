@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import wait_until
 from tests.integrations.conftest import framework, kill, run_async, while_loop_runs
 
 agents = framework("agents")
@@ -290,3 +291,11 @@ def test_example_runs_without_an_api_key() -> None:
     assert "fail -> Error: " in proc.stdout
     assert "final:" in proc.stdout
 
+
+
+def test_on_progress_hears_every_call(demo: mcpcall.Client) -> None:
+    events: list[tuple[Any, ...]] = []
+    tools = openai_agents.tools(demo, timeout=20, on_progress=lambda *event: events.append(event))
+    assert seen(tools, [("slow", '{"seconds": 0.05, "steps": 2}')]) == ["done after 0.05 s"]
+    assert wait_until(lambda: len(events) == 2), events  # awaited calls: the callbacks thread may still be at it
+    assert [event[:3] for event in events] == [("slow", 1, 2), ("slow", 2, 2)]

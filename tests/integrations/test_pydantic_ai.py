@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import wait_until
 from tests.integrations.conftest import framework, kill, run_async, while_loop_runs
 
 pydantic_ai = framework("pydantic_ai")
@@ -324,3 +325,12 @@ def test_example_runs_without_an_api_key() -> None:
     assert "fail (failed) -> 'on purpose'" in proc.stdout
     assert "progress of slow: 1/2, 2/2" in proc.stdout
     assert "final:" in proc.stdout
+
+
+def test_on_progress_hears_every_call(demo: mcpcall.Client) -> None:
+    events: list[tuple[Any, ...]] = []
+    tools = pai.tools(demo, timeout=20, on_progress=lambda *event: events.append(event))
+    script = run_sync(tools, [("slow", {"seconds": 0.05, "steps": 2})])
+    assert [p.content for p in script.parts()] == ["done after 0.05 s"]
+    assert wait_until(lambda: len(events) == 2), events  # awaited calls: the callbacks thread may still be at it
+    assert [event[:3] for event in events] == [("slow", 1, 2), ("slow", 2, 2)]

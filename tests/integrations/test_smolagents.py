@@ -321,3 +321,10 @@ def test_the_example_runs() -> None:
     assert "add -> {'sum': 5}" in out.stdout
     assert "fail -> error: " in out.stdout and "the scripted failure" in out.stdout
     assert "answer: 5" in out.stdout
+
+
+def test_on_progress_hears_every_call(registry: mcpcall.ToolRegistry) -> None:
+    events: list[tuple[Any, ...]] = []
+    tools = by_name(mcp_smolagents.tools(registry, timeout=20, on_progress=lambda *event: events.append(event)))
+    assert tools["mcp__demo__slow"](seconds=0.05, steps=2) == "done after 0.05 s"
+    assert [event[:3] for event in events] == [("mcp__demo__slow", 1, 2), ("mcp__demo__slow", 2, 2)]  # all in, on return
