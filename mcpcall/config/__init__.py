@@ -7,7 +7,8 @@
   :class:`ServerConfig` objects (:func:`load_config`, :func:`find_config`), each entry
   checked by :mod:`~mcpcall.config.entries`, its ``${...}`` values expanded by
   :mod:`~mcpcall.config.expand`, its OAuth settings read by :mod:`~mcpcall.config.oauth_settings`;
-- :mod:`mcpcall.config.connect`: :class:`ServerConfig`, one server ready to connect.
+- :mod:`mcpcall.config.connect`: :class:`ServerConfig`, one server ready to connect;
+- :mod:`mcpcall.config.files`: the names of the module that did all of this before, importable as before.
 
 Nothing here starts a process or opens a connection (but ``ServerConfig.connect()``).
 
@@ -17,6 +18,7 @@ It may import auth, the client and everything below them; never the registry or 
 from __future__ import annotations
 
 from .connect import ServerConfig
+from .oauth_settings import OAuthSettings
 from .reading import find_config, load_config
 from .transports import ServerSpec, is_url, make_transport, redact_url
 
@@ -29,4 +31,4 @@ from .transports import _parse_bool as _parse_bool
 from .transports import _parse_verify as _parse_verify
 from .transports import _shown as _shown
 
-__all__ = ["ServerConfig", "ServerSpec", "find_config", "is_url", "load_config", "make_transport", "redact_url"]
+__all__ = ["OAuthSettings", "ServerConfig", "ServerSpec", "find_config", "is_url", "load_config", "make_transport", "redact_url"]

@@ -10,10 +10,13 @@ results at :data:`MAX_BLOCKS` blocks, and media is inlined only up to
 
 from __future__ import annotations
 
+import sys
+import types
 from collections.abc import Iterable, Mapping
 from html import escape
 from typing import Any
 
+from . import _markup
 from ._markup import INLINE_IMAGE_TYPES, MAX_INLINE_BYTES, MAX_TEXT, _code, _cut, _json, _link, _size
 from .content import content_html
 
@@ -31,6 +34,20 @@ __all__ = [
     "tool_html",
     "tools_html",
 ]
+
+_SHARED = frozenset({"INLINE_IMAGE_TYPES", "MAX_INLINE_BYTES", "MAX_TEXT"})  # read by every view, from _markup
+
+
+class _Limits(types.ModuleType):
+    """This module, where setting a limit :mod:`._markup` holds sets it there too, so every view sees it."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _SHARED:
+            setattr(_markup, name, value)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Limits
 
 MAX_ROWS = 200  #: rows of a tool table
 MAX_BLOCKS = 50  #: content blocks of one result

@@ -253,6 +253,16 @@ def test_old_names_still_import() -> None:
     assert {"load_config", "find_config", "ServerConfig"} <= set(mcpcall.__all__)
 
 
+def test_the_former_files_module_still_imports() -> None:
+    """config/files.py did every job of config files before they were split: its public names import as before."""
+    from mcpcall.config import OAuthSettings, ServerConfig, find_config, load_config
+    from mcpcall.config import files
+
+    assert (files.OAuthSettings, files.ServerConfig, files.find_config, files.load_config) == (
+        OAuthSettings, ServerConfig, find_config, load_config)
+    assert files.oauth_settings(True).__class__ is OAuthSettings
+
+
 # -- errors ------------------------------------------------------------------------------------------
 
 ERRORS = [

@@ -8,6 +8,7 @@ from typing import Any
 import mcpcall
 from mcpcall.registry import RegisteredTool
 from mcpcall.types import (
+    ImageContent,
     ToolList,
     parse_call_result,
     parse_content,
@@ -48,6 +49,21 @@ def test_images_inline_only_when_safe_and_small() -> None:
     assert "<img" not in sneaky and 'onerror="' not in sneaky and "&quot;" in sneaky
     big = parse_content(_image("image/png", b"x" * (MAX_INLINE_BYTES + 1)))._repr_html_()
     assert "<img" not in big and "not shown inline" in big and "2.0 MiB" in big
+
+
+def test_the_inline_limits_set_on_html_apply_to_every_view(monkeypatch: Any) -> None:
+    """MAX_INLINE_BYTES and INLINE_IMAGE_TYPES of mcpcall.types.html are the ones every view reads, set there."""
+    import mcpcall.types.html as html
+
+    image = ImageContent(data=PNG * 10, mime_type="image/png")
+    assert "<img" in image._repr_html_()
+    monkeypatch.setattr(html, "MAX_INLINE_BYTES", len(PNG))
+    assert "<img" not in image._repr_html_() and "not shown inline" in image._repr_html_()
+    monkeypatch.undo()
+    monkeypatch.setattr(html, "INLINE_IMAGE_TYPES", frozenset())
+    assert "<img" not in image._repr_html_() and "this type is not shown inline" in image._repr_html_()
+    monkeypatch.undo()
+    assert "<img" in image._repr_html_() and html.MAX_INLINE_BYTES == MAX_INLINE_BYTES
 
 
 def test_audio_plays_inline() -> None:
