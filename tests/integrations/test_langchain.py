@@ -338,7 +338,7 @@ def test_a_schema_with_refs_enums_nullables_and_a_keyword_name_reaches_the_model
     from mcpcall.types.tools import parse_tool
 
     mcp = MCPTool(None, "nested", "s", parse_tool({"name": "nested", "description": "d", "inputSchema": NESTED}), None)  # type: ignore[arg-type]
-    parameters = convert_to_openai_tool(langchain._tool(mcp, False, None))["function"]["parameters"]
+    parameters = convert_to_openai_tool(langchain._tool(mcp, False))["function"]["parameters"]
     assert parameters["required"] == ["items", "from"]
     assert parameters["properties"]["items"]["items"]["properties"]["id"] == {"type": "integer"}  # the $ref, resolved
     assert parameters["properties"]["mode"] == {"enum": ["a", "b"], "default": "a"}

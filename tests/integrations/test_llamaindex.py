@@ -276,7 +276,7 @@ def test_a_schema_with_refs_enums_nullables_and_a_keyword_name_reaches_the_model
     from mcpcall.types.tools import parse_tool
 
     mcp = MCPTool(None, "nested", "s", parse_tool({"name": "nested", "description": "d", "inputSchema": NESTED}), None)  # type: ignore[arg-type]
-    parameters = llamaindex._tool(mcp, "nested", None).metadata.to_openai_tool()["function"]["parameters"]
+    parameters = llamaindex._tool(mcp, "nested").metadata.to_openai_tool()["function"]["parameters"]
     assert parameters["required"] == ["items", "from"]
     (item,) = parameters["$defs"].values()
     assert parameters["properties"]["items"]["items"] == {"$ref": f"#/$defs/{item['title']}"}
