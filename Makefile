@@ -7,6 +7,9 @@ PEERS  := .npm-peers
 EVERYTHING_VERSION := 2026.8.31
 # The TypeScript SDK, for its own example servers (tests/transports/test_http_get_stream.py runs elicitationFormExample.js).
 TS_SDK_VERSION := 1.32.2
+# Real third-party tool schemas for tests/integrations/test_real_schemas.py (listed only: Playwright starts no browser).
+FILESYSTEM_VERSION := 2026.8.31
+PLAYWRIGHT_MCP_VERSION := 0.0.83
 MCP1_VENV := .venv-mcp1
 MCP1_VERSION := 1.30.0
 # The agent frameworks of mcpcall.integrations, in a venv of their own (CrewAI needs the MCP SDK 1.x; .venv has 2.x),
@@ -55,7 +58,8 @@ $(VENV)/.dev: $(VENV)/.base
 $(PEERS)/.installed: Makefile
 	mkdir -p $(PEERS)
 	cd $(PEERS) && npm install --no-audit --no-fund --loglevel=error \
-		@modelcontextprotocol/server-everything@$(EVERYTHING_VERSION) @modelcontextprotocol/sdk@$(TS_SDK_VERSION)
+		@modelcontextprotocol/server-everything@$(EVERYTHING_VERSION) @modelcontextprotocol/sdk@$(TS_SDK_VERSION) \
+		@modelcontextprotocol/server-filesystem@$(FILESYSTEM_VERSION) @playwright/mcp@$(PLAYWRIGHT_MCP_VERSION)
 	touch $@
 
 peers: $(PEERS)/.installed redis
