@@ -17,7 +17,7 @@ MCP1_VERSION := 1.30.0
 INT_VENV := .venv-int
 INT_PY   := $(INT_VENV)/bin/python
 
-.PHONY: demo test test-integrations lint bench peers redis clean conformance
+.PHONY: demo test test-integrations lint bench bench-integrations peers redis clean conformance
 
 # The package as users get it: a wheel built from this checkout and installed (never editable), so the
 # tests test what `pip install` gives. It is rebuilt and reinstalled when a file under mcpcall/ or a build
@@ -121,6 +121,11 @@ $(VENV)/.bench: $(VENV)/.base
 # bench_auth.py, profile_calls.py (function calls per tool call); see benchmarks/README.rst.
 bench: $(VENV)/.test $(VENV)/.bench
 	$(PY) benchmarks/bench_all.py $(BENCH_ARGS)
+
+## bench-integrations: what each agent-framework integration adds per call, and mcpcall against mcpadapt (.venv-int)
+bench-integrations: $(INT_VENV)/.installed
+	$(INT_PY) -m pip --disable-pip-version-check -q install nbclient nbformat ipykernel
+	$(INT_PY) benchmarks/bench_integrations.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(PEERS) $(MCP1_VENV) $(INT_VENV) build dist *.egg-info
