@@ -2,7 +2,7 @@
 
 Runs with no API key: a scripted LLM answers in CrewAI's ReAct format, asking for echo, add and fail (a
 failing tool: the agent reads the error and goes on), then gives the sum. With OPENAI_API_KEY set it uses a
-real model instead (MODEL picks it, default gpt-4o-mini).
+real model instead (MCPCALL_MODEL picks it, default gpt-4o-mini).
 
     python examples/integrations/crewai.py
 """
@@ -47,7 +47,7 @@ class ScriptedLLM(BaseLLM):  # type: ignore[misc]
 
 def llm() -> Any:
     if os.environ.get("OPENAI_API_KEY"):
-        return crewai.LLM(model=os.environ.get("MODEL", "gpt-4o-mini"))
+        return crewai.LLM(model=os.environ.get("MCPCALL_MODEL", "gpt-4o-mini"))
     return ScriptedLLM(model="scripted")
 
 

@@ -5,7 +5,7 @@ Run it from the checkout (no API key needed: a scripted chat model plays the LLM
     python examples/integrations/langchain.py
 
 With ``OPENAI_API_KEY`` set (and ``pip install langchain-openai``), a real model
-(``MCPCALL_EXAMPLE_MODEL``, default ``gpt-4o-mini``) chooses the calls instead.
+(``MCPCALL_MODEL``, default ``gpt-4o-mini``) chooses the calls instead.
 
 It starts the bundled demo server, hands its tools to LangGraph's ``ToolNode``
 with error handling on (without it, a failing tool's ``ToolException`` ends the
@@ -57,7 +57,7 @@ def chat_model() -> Any:
         return ScriptedModel()
     from langchain_openai import ChatOpenAI  # pip install langchain-openai
 
-    return ChatOpenAI(model=os.environ.get("MCPCALL_EXAMPLE_MODEL", "gpt-4o-mini"))
+    return ChatOpenAI(model=os.environ.get("MCPCALL_MODEL", "gpt-4o-mini"))
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ Run it from the checkout (no API key needed: a scripted LLM plays the model)::
     python examples/integrations/llamaindex.py
 
 With ``OPENAI_API_KEY`` set (and ``pip install llama-index-llms-openai``), a real
-model (``MCPCALL_EXAMPLE_MODEL``, default ``gpt-4o-mini``) chooses the calls instead.
+model (``MCPCALL_MODEL``, default ``gpt-4o-mini``) chooses the calls instead.
 
 It starts the bundled demo server, first calls one tool the synchronous way
 (``tool.call``: no event loop), then runs the agent, which awaits its tool
@@ -46,7 +46,7 @@ def llm() -> Any:
         return MockFunctionCallingLLM(response_generator=scripted)
     from llama_index.llms.openai import OpenAI  # pip install llama-index-llms-openai
 
-    return OpenAI(model=os.environ.get("MCPCALL_EXAMPLE_MODEL", "gpt-4o-mini"))
+    return OpenAI(model=os.environ.get("MCPCALL_MODEL", "gpt-4o-mini"))
 
 
 async def run(agent: FunctionAgent) -> Any:

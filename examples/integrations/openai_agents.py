@@ -2,7 +2,7 @@
 
 Starts the bundled demo server, gives its tools to an ``agents.Agent`` and runs it with ``Runner.run_sync``.
 By default the model is scripted (it calls echo, add and fail, then answers with what they returned); with
-``OPENAI_API_KEY`` set, a real model (``OPENAI_MODEL``, default gpt-4.1-mini) is asked instead.
+``OPENAI_API_KEY`` set, a real model (``MCPCALL_MODEL``, default gpt-4.1-mini) is asked instead.
 
     python examples/integrations/openai_agents.py
 """
@@ -53,7 +53,7 @@ def main() -> int:
     with mcpcall.connect([sys.executable, "-m", "mcpcall.demo_server"], name="demo", timeout=30) as client:
         tools = openai_agents.tools(client, timeout=30)
         print("tools:", ", ".join(tool.name for tool in tools))
-        model: Any = os.environ.get("OPENAI_MODEL", "gpt-4.1-mini") if real else ScriptedModel()
+        model: Any = os.environ.get("MCPCALL_MODEL", "gpt-4.1-mini") if real else ScriptedModel()
         agent = agents.Agent(name="demo", instructions="Call echo with 'hello from mcpcall', add 2 and 3, and fail"
                              " with 'on purpose'; then say what each returned.", model=model, tools=tools)
         result = agents.Runner.run_sync(agent, "Go.")

@@ -2,7 +2,7 @@
 
 Starts the bundled demo server, gives its tools to a ``pydantic_ai.Agent`` and runs it with ``run_sync``.
 By default the model is a scripted ``FunctionModel`` (it calls echo, add, fail and slow, then answers with what
-they returned); with ``PYDANTIC_AI_MODEL`` set (e.g. ``openai:gpt-4.1-mini``, with ``OPENAI_API_KEY``), or
+they returned); with ``MCPCALL_MODEL`` set (e.g. ``openai:gpt-4.1-mini``, with ``OPENAI_API_KEY``), or
 ``OPENAI_API_KEY`` alone, a real model is asked instead. Progress of the slow tool arrives as events.
 
     python examples/integrations/pydantic_ai.py
@@ -50,7 +50,7 @@ async def scripted_stream(messages: list[Any], info: AgentInfo) -> AsyncIterator
 
 
 def main() -> int:
-    name = os.environ.get("PYDANTIC_AI_MODEL") or ("openai:gpt-4.1-mini" if os.environ.get("OPENAI_API_KEY") else "")
+    name = os.environ.get("MCPCALL_MODEL") or ("openai:gpt-4.1-mini" if os.environ.get("OPENAI_API_KEY") else "")
     model: Any = name or FunctionModel(scripted, stream_function=scripted_stream)
     progress: list[str] = []
 

@@ -2,7 +2,7 @@
 
 Runs with no API key: a scripted model asks for echo, add and fail (a failing tool: the agent reads the error
 and goes on), then answers. With OPENAI_API_KEY set it uses a real model instead (smolagents' OpenAIModel,
-``pip install 'smolagents[openai]'``; MODEL picks it, default gpt-4o-mini).
+``pip install 'smolagents[openai]'``; MCPCALL_MODEL picks it, default gpt-4o-mini).
 
     python examples/integrations/smolagents.py
 """
@@ -47,7 +47,7 @@ class ScriptedModel(smolagents.Model):  # type: ignore[misc]
 
 def model() -> Any:
     if os.environ.get("OPENAI_API_KEY"):
-        return smolagents.OpenAIModel(model_id=os.environ.get("MODEL", "gpt-4o-mini"))
+        return smolagents.OpenAIModel(model_id=os.environ.get("MCPCALL_MODEL", "gpt-4o-mini"))
     return ScriptedModel()
 
 
