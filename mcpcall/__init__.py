@@ -40,6 +40,7 @@ never one above (``tests/test_import_graph.py`` checks it; ``python tests/import
 and its ``LAYERS`` is this diagram)::
 
     cli/, demo_server, __main__, mcpcall    the surface: connect(), the command line  -> everything below
+    integrations/                           the tools as agent frameworks' own tools  -> registry and below
     registry/                               many servers' tools for an LLM            -> config and below
     config/                                 what a user names -> a transport; config files -> auth and below
     auth/                                   OAuth and other request signers           -> client and below
