@@ -18,6 +18,7 @@ import keyword
 import logging
 import math
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from concurrent.futures import CancelledError
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -45,8 +46,9 @@ def require(module: str, extra: str, framework: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
+        older = " (on Python 3.10 or newer: the frameworks need it)" if sys.version_info < (3, 10) else ""
         raise ImportError(
-            f"mcpcall.integrations.{extra} needs {framework}, which is not installed: pip install 'mcpcall[{extra}]'"
+            f"mcpcall.integrations.{extra} needs {framework}, which is not installed: pip install 'mcpcall[{extra}]'{older}"
         ) from exc
 
 
