@@ -53,8 +53,15 @@ def _openai_agents_call(tool: Any) -> Any:
     return tool.on_invoke_tool(ctx, json.dumps(ARGS))
 
 
+class _RunContext:
+    """What a Pydantic AI tool function is handed by a run, as far as mcpcall's uses it: ``emit`` for progress."""
+
+    async def emit(self, event: Any) -> None:
+        pass
+
+
 def _pydantic_ai_call(tool: Any) -> Any:
-    return tool.function(**ARGS)
+    return tool.function(_RunContext(), **ARGS)
 
 
 ASYNC: dict[str, Callable[[Any], Any]] = {"openai_agents": _openai_agents_call, "pydantic_ai": _pydantic_ai_call}
