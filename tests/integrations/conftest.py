@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import threading
+from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator, TypeVar
 
 import pytest
 
 import mcpcall
 from tests.conftest import demo_argv, everything_argv, wait_until
+from tests.conftest import peers_dir, require_peer
 
 T = TypeVar("T")
 
@@ -57,6 +60,48 @@ def registry() -> Iterator[mcpcall.ToolRegistry]:
 def everything() -> Iterator[mcpcall.Client]:
     """A client of @modelcontextprotocol/server-everything (npm): real third-party schemas, an image tool."""
     with mcpcall.connect(everything_argv(), name="everything", timeout=30) as client:
+        yield client
+
+
+def _peer_script(*parts: str) -> list[str]:
+    """``node`` and a script in the npm peers folder, or skip (fail under ``make test``) when either is missing."""
+    peers = peers_dir()
+    node = shutil.which("node")
+    script = peers.joinpath("node_modules", *parts) if peers else None
+    if node is None or script is None or not script.exists():
+        require_peer(f"{'/'.join(parts[:2])} (npm) with node")
+    assert script is not None and node is not None
+    return [node, str(script)]
+
+
+def filesystem_argv(root: str | Path) -> list[str]:
+    """argv for @modelcontextprotocol/server-filesystem (npm), allowed to use the folder ``root`` alone."""
+    return [*_peer_script("@modelcontextprotocol", "server-filesystem", "dist", "index.js"), str(root)]
+
+
+def playwright_argv(*extra: str) -> list[str]:
+    """argv for Playwright's MCP server (@playwright/mcp, npm), headless; listing its tools starts no browser."""
+    return [*_peer_script("@playwright", "mcp", "cli.js"), "--headless", *extra]
+
+
+@pytest.fixture
+def filesystem(tmp_path: Path) -> Iterator[mcpcall.Client]:
+    """A client of @modelcontextprotocol/server-filesystem (npm) that may use a temporary folder alone."""
+    root = tmp_path / "files"
+    root.mkdir()
+    with mcpcall.connect(filesystem_argv(root), name="filesystem", timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+def playwright(tmp_path: Path) -> Iterator[mcpcall.Client]:
+    """A client of Playwright's MCP server (@playwright/mcp, npm), headless, its output in a temporary folder.
+
+    Its 25 tool schemas are real and varied (``anyOf`` with ``null``, arrays of objects, string maps, a
+    property named ``type``, required properties with a default); do not call its tools: they start a browser.
+    """
+    argv = playwright_argv("--output-dir", str(tmp_path / "playwright"))
+    with mcpcall.connect(argv, name="playwright", timeout=60, cwd=str(tmp_path)) as client:
         yield client
 
 
