@@ -20,7 +20,6 @@ import math
 import re
 import sys
 from collections.abc import Iterable, Mapping
-from concurrent.futures import CancelledError
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Callable, Optional
 
@@ -28,6 +27,7 @@ from ..client import Client
 from ..dispatcher import ProgressCallback
 from ..errors import InvalidRequest, MCPError, RequestTimeout, RPCError, SchemaValidationError, SessionExpired, ToolCallFailed
 from ..registry import ToolRegistry, object_schema, result_text, tool_description
+from ..registry.gemini import resolve_pointer
 from ..registry.servers import model_text
 from ..types import AudioContent, CallToolResult, ImageContent, Tool
 
@@ -102,10 +102,12 @@ class MCPTool:
         """The arguments to send for what a framework passed.
 
         ``None`` for an argument the schema does not require is left out, so
-        the server's default applies (frameworks fill every optional field
-        with ``None``); an integral float for an ``integer`` is sent as an int
-        (2, not 2.0); with ``drop_unknown``, names the schema does not list are
-        left out (keys a framework adds of its own) when it lists any.
+        the server's default applies (frameworks fill optional fields the model
+        left out with ``None``), unless the argument's schema says it takes
+        ``null``: then ``null`` means something of its own ("clear it") and is
+        sent. An integral float for an ``integer`` is sent as an int (2, not
+        2.0). With ``drop_unknown``, names the schema does not list are left out
+        (keys a framework adds of its own) when it lists any.
         """
         if not values:
             return {}
@@ -113,9 +115,9 @@ class MCPTool:
         required = set(self.required)
         out: dict[str, Any] = {}
         for key, value in values.items():
-            if value is None and key not in required:
-                continue
             sub = props.get(key)
+            if value is None and key not in required and not (sub is not None and takes_null(sub, self.schema)):
+                continue
             if sub is None and drop_unknown and props:
                 continue
             out[key] = _as_integer(sub, value) if sub is not None else value
@@ -168,7 +170,7 @@ class MCPTool:
                 if retried or not client.alive:
                     raise
                 retried = True
-            except CancelledError:
+            except asyncio.CancelledError:  # wrap_future cancelled the call already; say so here too
                 future.cancel()  # tells the server
                 raise
 
@@ -228,6 +230,43 @@ class MCPTool:
             text = f"{what} failed: {model_text(exc)}"
         log.warning("%s failed: %s", what, exc)
         return ToolCallFailed(text)
+
+
+def takes_null(schema: Mapping[str, Any], root: Mapping[str, Any]) -> bool:
+    """Whether a property's schema says, in so many words, that it takes ``null``.
+
+    A ``null`` type (alone, in a type list, or as a branch of ``anyOf``/``oneOf``,
+    a local ``$ref`` followed once), ``None`` in an ``enum``, ``const: null`` or
+    OpenAPI's ``nullable``. A schema that says nothing of types takes ``null``
+    too, but does not say so: a framework's ``None`` for it is dropped.
+    """
+    for node in _alternatives(schema, root):
+        kind = node.get("type")
+        if kind == "null" or (isinstance(kind, list) and "null" in kind) or node.get("nullable") is True:
+            return True
+        if "const" in node and node["const"] is None:
+            return True
+        enum = node.get("enum")
+        if isinstance(enum, list) and any(value is None for value in enum[:1000]):
+            return True
+    return False
+
+
+def _alternatives(schema: Mapping[str, Any], root: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """``schema`` (its ``$ref`` followed once) and the branches of its ``anyOf``/``oneOf`` (each followed once)."""
+    def followed(node: Any) -> Mapping[str, Any] | None:
+        if not isinstance(node, Mapping):
+            return None
+        target = resolve_pointer(root, node["$ref"]) if "$ref" in node else None
+        return target if target is not None else node
+
+    top = followed(schema) or {}
+    out = [top]
+    for key in ("anyOf", "oneOf"):
+        branches = top.get(key)
+        if isinstance(branches, list):
+            out += [b for b in (followed(branch) for branch in branches[:100]) if b is not None]
+    return out
 
 
 def _as_integer(schema: Mapping[str, Any], value: Any) -> Any:

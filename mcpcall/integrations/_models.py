@@ -34,10 +34,14 @@ _SIMPLE: dict[str, Any] = {"string": str, "integer": int, "number": float, "bool
 _NAME = re.compile(r"[^0-9A-Za-z]+")
 
 
-def model_for(name: str, schema: Any, *, description: str = "") -> Any:
-    """A pydantic model class for an object ``schema`` named after ``name`` (``get-sum`` -> ``GetSum``)."""
+def model_for(name: str, schema: Any, *, description: str = "", nullable_defaults: bool = False) -> Any:
+    """A pydantic model class for an object ``schema`` named after ``name`` (``get-sum`` -> ``GetSum``).
+
+    With ``nullable_defaults``, an optional property with a default also takes ``None`` (for a framework whose
+    strict-mode schemas require every property: the model then sends ``null`` to leave it out).
+    """
     pydantic = _pydantic()
-    converter = _Converter(schema if isinstance(schema, Mapping) else {}, pydantic)
+    converter = _Converter(schema if isinstance(schema, Mapping) else {}, pydantic, nullable_defaults)
     return converter.model(_class_name(name), converter.root, description, 0, ())
 
 
@@ -73,9 +77,10 @@ def _field_name(prop: str, taken: set[str], reserved: set[str]) -> str:
 
 
 class _Converter:
-    def __init__(self, root: Mapping[str, Any], pydantic: Any) -> None:
+    def __init__(self, root: Mapping[str, Any], pydantic: Any, nullable_defaults: bool = False) -> None:
         self.root = root
         self.pydantic = pydantic
+        self.nullable_defaults = nullable_defaults
         self.nodes = 0
         self.names: set[str] = set()
         self.reserved = set(dir(pydantic.BaseModel))
@@ -105,6 +110,8 @@ class _Converter:
                 default: Any = ...
             elif "default" in sub:
                 default = sub["default"]
+                if self.nullable_defaults:
+                    kind = Optional[kind]
             else:
                 default = None
                 kind = Optional[kind]

@@ -128,7 +128,9 @@ def tools(source: Client | ToolRegistry, timeout: float | None = None, *, failur
 
 def make_tool(mcp: MCPTool, *, failures: Failures = "report") -> Any:
     """One CrewAI tool for ``mcp``."""
-    schema = model_for(mcp.name, mcp.schema, description=mcp.description)
+    # nullable_defaults: CrewAI's native tool calling sends OpenAI strict-mode schemas, where every property is
+    # required; an optional argument with a default must take null for the model to leave it out (_run drops it).
+    schema = model_for(mcp.name, mcp.schema, description=mcp.description, nullable_defaults=True)
     tool = MCPCrewAITool(name=mcp.name, description=mcp.description or f"The MCP tool {mcp.name}.", args_schema=schema,
                          failures=failures)
     tool._mcp = mcp

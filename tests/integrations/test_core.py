@@ -1,0 +1,128 @@
+"""The shared core of the integrations, with no framework: the arguments sent, the failure texts, the models."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import mcpcall
+from mcpcall.integrations._core import MCPTool, identifier, mcp_tools, takes_null
+from mcpcall.types.tools import parse_tool
+
+from .conftest import kill, run_async, while_loop_runs
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "plain": {"type": "string"},
+        "count": {"type": "integer"},
+        "ratio": {"type": ["number", "integer"]},
+        "clearable": {"anyOf": [{"enum": ["dark", "light"]}, {"type": "null"}]},
+        "listed": {"type": ["string", "null"]},
+        "ref": {"$ref": "#/$defs/Maybe"},
+        "untyped": {},
+        "needed": {"type": "string"},
+    },
+    "required": ["needed"],
+    "additionalProperties": False,
+    "$defs": {"Maybe": {"type": "string", "nullable": True}},
+}
+
+
+def tool(schema: Any = SCHEMA) -> MCPTool:
+    return MCPTool(None, "t", "s", parse_tool({"name": "t", "inputSchema": schema}), None)  # type: ignore[arg-type]
+
+
+def test_none_is_dropped_unless_the_schema_takes_null() -> None:
+    got = tool().arguments({"plain": None, "count": None, "untyped": None, "clearable": None, "listed": None,
+                            "ref": None, "needed": None})
+    assert got == {"clearable": None, "listed": None, "ref": None, "needed": None}  # a required None is the model's
+
+
+def test_integers_stay_integers_and_unknown_keys_go_only_when_asked() -> None:
+    t = tool()
+    assert t.arguments({"count": 2.0, "ratio": 2.0, "plain": 2.0, "needed": "x"}) == \
+        {"count": 2, "ratio": 2.0, "plain": 2.0, "needed": "x"}
+    assert type(t.arguments({"count": 2.0})["count"]) is int
+    assert t.arguments({"count": 2.5})["count"] == 2.5  # not integral: the server says what is wrong
+    assert t.arguments({"needed": "x", "security_context": {}}) == {"needed": "x", "security_context": {}}
+    assert t.arguments({"needed": "x", "security_context": {}}, drop_unknown=True) == {"needed": "x"}
+    assert tool({"type": "object"}).arguments({"any": 1}, drop_unknown=True) == {"any": 1}  # it lists none: all go
+
+
+def test_takes_null_follows_a_ref_once_and_reads_branches() -> None:
+    root = {"$defs": {"N": {"type": "null"}, "Loop": {"$ref": "#/$defs/Loop"}}}
+    assert takes_null({"anyOf": [{"type": "string"}, {"$ref": "#/$defs/N"}]}, root)
+    assert takes_null({"enum": ["a", None]}, root) and takes_null({"const": None}, root)
+    assert not takes_null({"$ref": "#/$defs/Loop"}, root)  # a reference to itself ends, saying nothing
+    assert not takes_null({"type": "string"}, root) and not takes_null({}, root)
+
+
+def test_identifier() -> None:
+    assert identifier("get-sum") == "get_sum"
+    assert identifier("3d") == "_3d" and identifier("class") == "class_" and identifier("") == "_"
+    assert identifier("a-b", taken={"a_b"}) == "a_b_2"
+
+
+def test_failure_texts_name_the_tool_and_server_and_nothing_else(demo: mcpcall.Client) -> None:
+    tools = {t.name: t for t in mcp_tools(demo, timeout=20)}
+    with pytest.raises(mcpcall.ToolCallFailed) as failed:
+        tools["fail"].call({"message": "the disk is full"})
+    assert str(failed.value) == "the disk is full" and failed.value.result is not None
+    with pytest.raises(mcpcall.ToolCallFailed, match=r"^tool 'boom' of server 'demo' failed: .* \(JSON-RPC error -32603\)$"):
+        tools["boom"].call({})
+    with pytest.raises(mcpcall.ToolCallFailed, match=r"^tool 'slow' of server 'demo' did not answer in 0.2 s; the call was cancelled$") as slow:
+        tools["slow"].call({"seconds": 5}, timeout=0.2)
+    assert isinstance(slow.value.__cause__, mcpcall.RequestTimeout)
+    kill(demo)
+    with pytest.raises(mcpcall.ToolCallFailed, match=r"^tool 'echo' of server 'demo' failed: its process exited with code -9$"):
+        tools["echo"].call({"message": "anyone?"})
+
+
+def test_arguments_refused_by_validate_arguments_say_where() -> None:
+    from tests.conftest import demo_argv
+
+    with mcpcall.connect(demo_argv(), name="demo", timeout=20, validate_arguments=True) as client:
+        (slow,) = [t for t in mcp_tools(client) if t.name == "slow"]
+        with pytest.raises(mcpcall.ToolCallFailed, match=r"^tool 'slow' of server 'demo' was not called: its arguments do not "
+                                                          r"match its input schema at \$\.seconds: "):
+            slow.call({"seconds": -1})
+
+
+def test_a_cancelled_task_cancels_the_call(demo: mcpcall.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    (slow,) = [t for t in mcp_tools(demo, timeout=20) if t.name == "slow"]
+    futures: list[Any] = []
+    original = mcpcall.Client.call_tool_future
+
+    def kept(self: mcpcall.Client, *args: Any, **kwargs: Any) -> Any:
+        futures.append(original(self, *args, **kwargs))
+        return futures[-1]
+
+    monkeypatch.setattr(mcpcall.Client, "call_tool_future", kept)
+
+    async def main() -> bool:
+        task = asyncio.ensure_future(slow.acall({"seconds": 5}))
+        await asyncio.sleep(0.3)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return True
+        return False
+
+    assert run_async(main)
+    assert len(futures) == 1 and futures[0].cancelled()  # the MCP request, cancelled (the server is told)
+    assert demo.call_tool("echo", {"message": "still here"}, timeout=5).text == "still here"
+
+
+def test_acall_from_a_registry_keeps_the_loop_running(registry: mcpcall.ToolRegistry) -> None:
+    (slow,) = [t for t in mcp_tools(registry, timeout=20) if t.name == "mcp__demo__slow"]
+    result, ticks = run_async(lambda: while_loop_runs(slow.acall({"seconds": 0.5})))
+    assert result.text == "done after 0.5 s" and ticks >= 5, ticks
+
+
+def test_tools_takes_a_client_or_a_registry() -> None:
+    with pytest.raises(TypeError, match="takes an mcpcall.Client or an mcpcall.ToolRegistry, not dict"):
+        mcp_tools({})  # type: ignore[arg-type]
