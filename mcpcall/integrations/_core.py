@@ -13,15 +13,18 @@ line; the whole error is its ``__cause__`` and is logged on ``mcpcall.integratio
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import keyword
 import logging
 import math
 import re
 import sys
+import threading
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 from ..client import Client
 from ..dispatcher import ProgressCallback
@@ -32,6 +35,8 @@ from ..registry.servers import model_text
 from ..types import AudioContent, CallToolResult, ImageContent, Tool
 
 log = logging.getLogger("mcpcall.integrations")
+
+T = TypeVar("T")
 
 ToolProgress = Callable[[str, float, Optional[float], Optional[str]], Any]
 """``on_progress(tool_name, progress, total, message)``: a server's progress notice for a call of ``tool_name``,
@@ -142,37 +147,72 @@ class MCPTool:
                     on_progress: ProgressCallback | None = None) -> CallToolResult:
         """:meth:`call` from a running event loop, which keeps running meanwhile.
 
-        A client's call is awaited as its Future (cancelling the awaiting task
-        cancels the call at the server); a registry's runs in the loop's
-        default executor. Either way no I/O happens on the loop's thread.
+        The call is started on a short-lived thread of its own (``mcpcall-start-<server>``:
+        starting may list the tools again, open a new session or connect a
+        registry's server, and none of that may block the loop), then its
+        Future is awaited. Cancelling the awaiting task cancels the call at the
+        server, for a client and a registry alike.
         """
         seconds = self.timeout if timeout is None else timeout
         on_progress = self._progress(on_progress)
-        loop = asyncio.get_running_loop()
         try:
-            if isinstance(self._source, Client):
-                result = await self._await_client(self._source, arguments, seconds, on_progress)
-            else:
-                result = await loop.run_in_executor(None, self._send, arguments, seconds, on_progress)
+            future = await self._start(functools.partial(self._future, arguments, seconds, on_progress))
+            try:
+                result: CallToolResult = await asyncio.wrap_future(future)
+            except SessionExpired as exc:  # not run: once more, in the new session the client opens
+                again = await self._start(functools.partial(self._again, future, exc, arguments, seconds, on_progress))
+                if again is None:
+                    raise
+                result = await asyncio.wrap_future(again)
         except (MCPError, FutureTimeout) as exc:
             raise self.failure(exc, seconds) from exc
         return self._checked(result)
 
-    async def _await_client(self, client: Client, arguments: Mapping[str, Any] | None, seconds: float | None,
-                            on_progress: ProgressCallback | None) -> CallToolResult:
-        retried = False
-        while True:
-            future = client.call_tool_future(self.tool.name, arguments, timeout=seconds, on_progress=on_progress)
+    def _future(self, arguments: Mapping[str, Any] | None, seconds: float | None,
+                on_progress: ProgressCallback | None) -> Future[CallToolResult]:
+        source = self._source
+        if isinstance(source, ToolRegistry):
+            return source.call_future(self.name, arguments, timeout=seconds, on_progress=on_progress)
+        return source.call_tool_future(self.tool.name, arguments, timeout=seconds, on_progress=on_progress)
+
+    def _again(self, future: Future[CallToolResult], exc: SessionExpired, arguments: Mapping[str, Any] | None,
+               seconds: float | None, on_progress: ProgressCallback | None) -> Future[CallToolResult] | None:
+        source = self._source
+        if isinstance(source, ToolRegistry):
+            return source.call_again(future, exc)
+        if not source.alive:
+            return None
+        return source.call_tool_future(self.tool.name, arguments, timeout=seconds, on_progress=on_progress)
+
+    async def _start(self, start: Callable[[], T]) -> T:
+        """``start()`` run on a thread of its own while the loop goes on; a Future it returns is cancelled
+        should the awaiting task be cancelled first (its call would be nobody's)."""
+        loop = asyncio.get_running_loop()
+        box: asyncio.Future[T] = loop.create_future()
+
+        def settle(value: Any, failed: bool) -> None:  # on the loop
+            if box.cancelled():
+                if isinstance(value, Future):
+                    value.cancel()
+            elif failed:
+                box.set_exception(value)
+            else:
+                box.set_result(value)
+
+        def run() -> None:
             try:
-                result: CallToolResult = await asyncio.wrap_future(future)
-                return result
-            except SessionExpired:  # not run: once more, in the new session the client opens
-                if retried or not client.alive:
-                    raise
-                retried = True
-            except asyncio.CancelledError:  # wrap_future cancelled the call already; say so here too
-                future.cancel()  # tells the server
-                raise
+                value: Any = start()
+                failed = False
+            except BaseException as exc:  # noqa: BLE001 - ends in the awaiting task
+                value, failed = exc, True
+            try:
+                loop.call_soon_threadsafe(settle, value, failed)
+            except RuntimeError:  # the loop is closed: nobody waits
+                if isinstance(value, Future):
+                    value.cancel()
+
+        threading.Thread(target=run, name=f"mcpcall-start-{self.server}", daemon=True).start()
+        return await box
 
     def _progress(self, given: ProgressCallback | None) -> ProgressCallback | None:
         """What hears a call's progress: ``given`` (the call's), the tool's ``on_progress``, or both."""

@@ -65,6 +65,21 @@ class RegisteredTool:
     tool: Tool = field(repr=False)
 
 
+class _Sent:
+    """One call of :meth:`ToolRegistry.call_future`: what was asked, where it went, and by when."""
+
+    __slots__ = ("arguments", "deadline", "name", "on_progress", "server", "tool")
+
+    def __init__(self, name: str, server: str, tool: str, arguments: Mapping[str, Any] | None,
+                 on_progress: ProgressCallback | None, deadline: float) -> None:
+        self.name = name
+        self.server = server
+        self.tool = tool
+        self.arguments = arguments
+        self.on_progress = on_progress
+        self.deadline = deadline
+
+
 class _Outcome:
     """One call on its way: either a message already (it failed before it was sent) or a Future."""
 
@@ -267,25 +282,18 @@ class ToolRegistry:
         ``on_progress(progress, total, message)`` runs on the client's callbacks thread, as with
         :meth:`Client.call_tool <mcpcall.Client.call_tool>`.
         """
-        deadline = monotonic() + (self.timeout if timeout is None else timeout)  # one for the lookup and the call
-        found = self._resolve(name, deadline)
-        if found is None:
-            raise InvalidRequest(unknown_tool_text(name, self._names().names))
-        server, tool = found
-        state = self._pool.get(server)
-        if timeout is None:
-            deadline = min(deadline, monotonic() + self._pool.seconds(None, state))
-        client = self._pool.connected(state, deadline)
-        left = deadline - monotonic()
+        sent, state, client = self._prepare(name, arguments, timeout, on_progress)
+        left = sent.deadline - monotonic()
         if left <= 0:
-            raise RequestTimeout(f"tool {tool!r} of server {server!r} was not called: no time left after connecting")
+            raise RequestTimeout(f"tool {sent.tool!r} of server {sent.server!r} was not called: no time left after connecting")
+        server, tool = sent.server, sent.tool
         started = monotonic()
         retried = False
         try:
             try:
                 result = client.call_tool(tool, arguments, timeout=left, on_progress=on_progress)
             except SessionExpired as exc:  # not run: once more in a new session, as execute() does
-                left = deadline - monotonic()
+                left = sent.deadline - monotonic()
                 if left <= 0 or not client.alive:
                     raise
                 retried = True
@@ -301,6 +309,80 @@ class ToolRegistry:
         self._stats.record(name, server, tool, monotonic() - started, "isError" if result.is_error else None,
                            retried=retried)
         return result
+
+    def call_future(self, name: str, arguments: Mapping[str, Any] | None = None, timeout: float | None = None, *,
+                    on_progress: ProgressCallback | None = None) -> Future[CallToolResult]:
+        """:meth:`call` without waiting for the answer: its Future (``future.cancel()`` cancels it at the server).
+
+        The tool is looked up and its server connected (or restarted) here, within
+        ``timeout``, which also bounds the call; then the call is sent and its Future
+        returned. Failures to get that far raise. The stats and the restart policy
+        see the answer as they see :meth:`call`'s. An answer ``SessionExpired``
+        (the server forgot our session; the call did not run) is the caller's to
+        send again, once, with :meth:`call_again`. Unlike :meth:`call`, the
+        progress callbacks may still be running when the Future is done.
+        """
+        sent, state, client = self._prepare(name, arguments, timeout, on_progress)
+        return self._sent(sent, state, client, retried=False)
+
+    def _prepare(self, name: str, arguments: Mapping[str, Any] | None, timeout: float | None,
+                 on_progress: ProgressCallback | None) -> tuple[_Sent, ServerState, Client]:
+        """The call to make, its server's state and its client, connected (a lookup and a connect, within ``timeout``)."""
+        deadline = monotonic() + (self.timeout if timeout is None else timeout)  # one for the lookup and the call
+        found = self._resolve(name, deadline)
+        if found is None:
+            raise InvalidRequest(unknown_tool_text(name, self._names().names))
+        server, tool = found
+        state = self._pool.get(server)
+        if timeout is None:
+            deadline = min(deadline, monotonic() + self._pool.seconds(None, state))
+        client = self._pool.connected(state, deadline)
+        return _Sent(name, server, tool, arguments, on_progress, deadline), state, client
+
+    def _sent(self, sent: _Sent, state: ServerState, client: Client, *, retried: bool) -> Future[CallToolResult]:
+        """Send ``sent`` on ``client``; its Future, watched: the pool and the stats hear how it ended."""
+        left = sent.deadline - monotonic()
+        if left <= 0:
+            raise RequestTimeout(f"tool {sent.tool!r} of server {sent.server!r} was not called: no time left after connecting")
+        started = monotonic()
+        future = client.call_tool_future(sent.tool, sent.arguments, timeout=left, on_progress=sent.on_progress)
+        future.sent = sent  # type: ignore[attr-defined]  # for call_again: what to send once more, and where
+
+        def ended(done: Future[CallToolResult]) -> None:  # on the client's callbacks thread
+            elapsed = getattr(done, "done_at", monotonic()) - started
+            if done.cancelled():
+                self._stats.record(sent.name, sent.server, sent.tool, elapsed, "cancelled", retried=retried)
+                return
+            exc = done.exception()
+            if isinstance(exc, SessionExpired) and not retried:
+                return  # the caller's to send again (call_again): counted then
+            if exc is not None:
+                self._pool.failed(state, exc)
+                self._stats.record(sent.name, sent.server, sent.tool, elapsed, model_text(exc),
+                                   isinstance(exc, RequestTimeout), retried=retried)
+                return
+            self._pool.succeeded(state)
+            result = done.result()
+            self._stats.record(sent.name, sent.server, sent.tool, elapsed, "isError" if result.is_error else None,
+                               retried=retried)
+
+        future.add_done_callback(ended)
+        return future
+
+    def call_again(self, future: Future[CallToolResult], exc: SessionExpired) -> Future[CallToolResult] | None:
+        """The call of ``future`` (answered ``SessionExpired``) sent once more in a new session; None if it cannot be."""
+        sent: _Sent | None = getattr(future, "sent", None)
+        if sent is None or getattr(future, "retried", False):
+            return None
+        state = self._pool.get(sent.server)
+        client = state.client
+        if client is None or not client.alive or sent.deadline - monotonic() <= 0:
+            return None
+        log.info("server %r no longer knew our session (%s); sending tool %r again in a new session",
+                 sent.server, exc, sent.tool)
+        again = self._sent(sent, state, client, retried=True)
+        again.retried = True  # type: ignore[attr-defined]
+        return again
 
     def resolve(self, name: str, timeout: float | None = None) -> tuple[str, str]:
         """``(server, tool)`` of an exposed name; listing servers not listed yet if needed.

@@ -11,6 +11,8 @@ import mcpcall
 from mcpcall.integrations._core import MCPTool, identifier, mcp_tools, takes_null
 from mcpcall.types.tools import parse_tool
 
+from tests.conftest import wait_until
+
 from .conftest import kill, run_async, while_loop_runs
 
 SCHEMA = {
@@ -126,3 +128,57 @@ def test_acall_from_a_registry_keeps_the_loop_running(registry: mcpcall.ToolRegi
 def test_tools_takes_a_client_or_a_registry() -> None:
     with pytest.raises(TypeError, match="takes an mcpcall.Client or an mcpcall.ToolRegistry, not dict"):
         mcp_tools({})  # type: ignore[arg-type]
+
+
+def test_a_start_that_blocks_does_not_block_the_loop(demo: mcpcall.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Starting a call may list the tools again (a server said they changed) or open a new session: off the loop."""
+    import time
+
+    (echo,) = [t for t in mcp_tools(demo, timeout=20) if t.name == "echo"]
+    original = mcpcall.Client.call_tool_future
+
+    def slow_start(self: mcpcall.Client, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.5)  # as a tools/list answered slowly would
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(mcpcall.Client, "call_tool_future", slow_start)
+    result, ticks = run_async(lambda: while_loop_runs(echo.acall({"message": "hi"})))
+    assert result.text == "hi" and ticks >= 5, ticks
+
+
+def test_a_cancelled_task_cancels_a_registry_call(registry: mcpcall.ToolRegistry, monkeypatch: pytest.MonkeyPatch) -> None:
+    (slow,) = [t for t in mcp_tools(registry, timeout=20) if t.name == "mcp__demo__slow"]
+    futures: list[Any] = []
+    original = mcpcall.Client.call_tool_future
+
+    def kept(self: mcpcall.Client, *args: Any, **kwargs: Any) -> Any:
+        futures.append(original(self, *args, **kwargs))
+        return futures[-1]
+
+    monkeypatch.setattr(mcpcall.Client, "call_tool_future", kept)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(slow.acall({"seconds": 5}))
+        await asyncio.sleep(0.3)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run_async(main)
+    assert len(futures) == 1 and futures[0].cancelled()
+    assert registry.call("mcp__demo__echo", {"message": "still here"}, timeout=5).text == "still here"
+    assert registry.stats()["mcp__demo__slow"].calls == 1
+
+
+def test_registry_call_future_counts_like_call(registry: mcpcall.ToolRegistry) -> None:
+    future = registry.call_future("mcp__demo__add", {"a": 2, "b": 3})
+    assert future.result(10).structured_content == {"sum": 5}
+    with pytest.raises(mcpcall.InvalidRequest, match="There is no tool named 'mcp__demo__nope'"):
+        registry.call_future("mcp__demo__nope")
+    failed = registry.call_future("mcp__demo__boom")
+    with pytest.raises(mcpcall.RPCError):
+        failed.result(10)
+    assert wait_until(lambda: "mcp__demo__boom" in registry.stats())  # counted on the callbacks thread
+    stats = registry.stats()
+    assert (stats["mcp__demo__boom"].calls, stats["mcp__demo__boom"].errors) == (1, 1)
+    assert (stats["mcp__demo__add"].calls, stats["mcp__demo__add"].errors) == (1, 0)
