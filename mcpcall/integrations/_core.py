@@ -31,6 +31,7 @@ from ..dispatcher import ProgressCallback
 from ..errors import InvalidRequest, MCPError, RequestTimeout, RPCError, SchemaValidationError, SessionExpired, ToolCallFailed
 from ..registry import ToolRegistry, object_schema, result_text, tool_description
 from ..registry.gemini import resolve_pointer
+from ..registry.names import sanitize
 from ..registry.servers import model_text
 from ..types import AudioContent, CallToolResult, ImageContent, Tool
 
@@ -65,8 +66,10 @@ def _one_line(text: str, limit: int) -> str:
 class MCPTool:
     """One MCP tool of a client or a registry, as an integration wraps it.
 
-    ``name`` is the name the framework shows (the server's tool name for a
-    client, the exposed ``mcp__server__tool`` name for a registry); ``schema``
+    ``name`` is the name the framework shows (for a client, the server's tool
+    name as model APIs take one: ``[A-Za-z0-9_-]``, at most 64 characters, a
+    ``_2`` for the second of two that would be the same; for a registry, its
+    exposed ``mcp__server__tool`` name); ``tool.name`` is what is called; ``schema``
     is the tool's ``inputSchema`` as an object schema (a deep copy: an
     integration may change it); ``timeout`` is the seconds a call may take
     when the caller gives none (None: the client's or registry's default);
@@ -329,8 +332,10 @@ def mcp_tools(source: Client | ToolRegistry, timeout: float | None = None, *,
     if isinstance(source, ToolRegistry):
         return [MCPTool(source, entry.name, entry.server, entry.tool, timeout, on_progress)
                 for entry in source.tools(timeout)]
-    if isinstance(source, Client):
-        return [MCPTool(source, tool.name, source.name, tool, timeout, on_progress) for tool in source.list_tools(timeout)]
+    if isinstance(source, Client):  # names a model API takes: [A-Za-z0-9_-], at most 64 characters, none twice
+        unique = Unique(max_length=MAX_NAME)
+        return [MCPTool(source, unique(api_name(tool.name)), source.name, tool, timeout, on_progress)
+                for tool in source.list_tools(timeout)]
     raise TypeError(f"tools() takes an mcpcall.Client or an mcpcall.ToolRegistry, not {type(source).__name__}")
 
 
@@ -338,21 +343,53 @@ def mcp_tools(source: Client | ToolRegistry, timeout: float | None = None, *,
 
 
 _NOT_IDENTIFIER = re.compile(r"[^0-9A-Za-z_]")
+MAX_NAME = 64  # characters of a tool name OpenAI, Anthropic and Gemini take ([A-Za-z0-9_-]{1,64})
 
 
-def identifier(name: str, taken: Iterable[str] = ()) -> str:
+class Unique:
+    """Names made unique as they come: a name already given gets ``_2``, ``_3``, … (cut to ``max_length``).
+
+    Counting goes on per name, so n names that all want the same one cost
+    O(n), not O(n²): a server choosing its tools' (or properties') names
+    cannot make the naming slow.
+    """
+
+    def __init__(self, taken: Iterable[str] = (), max_length: int | None = None) -> None:
+        self.used = set(taken)
+        self.max_length = max_length
+        self._next: dict[str, int] = {}
+
+    def __call__(self, base: str) -> str:
+        limit = self.max_length
+        out = base[:limit] if limit else base
+        if out not in self.used:
+            self.used.add(out)
+            return out
+        n = self._next.get(base, 2)
+        while True:
+            suffix = f"_{n}"
+            out = (base[: limit - len(suffix)] if limit else base) + suffix
+            n += 1
+            if out not in self.used:
+                break
+        self._next[base] = n
+        self.used.add(out)
+        return out
+
+
+def api_name(name: str) -> str:
+    """``name`` with every character the model APIs refuse in a tool name as ``_`` (not yet cut to 64)."""
+    return sanitize(name)
+
+
+def identifier(name: str, taken: Iterable[str] | Unique = ()) -> str:
     """``name`` as a Python identifier (``get-sum`` -> ``get_sum``), not a keyword and not in ``taken``."""
     out = _NOT_IDENTIFIER.sub("_", name) or "_"
     if out[0].isdigit():
         out = "_" + out
     if keyword.iskeyword(out):
         out += "_"
-    used = set(taken)
-    base, n = out, 2
-    while out in used:
-        out = f"{base}_{n}"
-        n += 1
-    return out
+    return (taken if isinstance(taken, Unique) else Unique(taken))(out)
 
 
 def media(result: CallToolResult) -> list[ImageContent | AudioContent]:
@@ -360,4 +397,4 @@ def media(result: CallToolResult) -> list[ImageContent | AudioContent]:
     return [block for block in result.content if isinstance(block, (ImageContent, AudioContent))]
 
 
-__all__ = ["MCPTool", "ToolCallFailed", "ToolProgress", "identifier", "mcp_tools", "media", "require", "result_text"]
+__all__ = ["MAX_NAME", "MCPTool", "ToolCallFailed", "ToolProgress", "Unique", "api_name", "identifier", "mcp_tools", "media", "require", "result_text"]

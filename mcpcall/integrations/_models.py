@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, Optional, Union
 
 from ..registry.gemini import resolve_pointer
+from ._core import Unique
 
 MAX_DEPTH = 12  # nested schema levels turned into types; deeper ones are Any
 MAX_NODES = 2_000  # schema nodes converted per tool; beyond, Any
@@ -63,17 +64,13 @@ def _class_name(name: str) -> str:
     return out if out.isidentifier() and not out[0].isdigit() else "Tool" + out
 
 
-def _field_name(prop: str, taken: set[str], reserved: set[str]) -> str:
+def _field_name(prop: str, taken: Unique, reserved: set[str]) -> str:
     out = re.sub(r"\W", "_", prop, flags=re.ASCII).lstrip("_") or "field"
     if out[0].isdigit():
         out = "f_" + out
     if keyword.iskeyword(out) or out in reserved or out.startswith("model_"):
         out += "_"
-    base, n = out, 2
-    while out in taken:
-        out = f"{base}_{n}"
-        n += 1
-    return out
+    return taken(out)
 
 
 class _Converter:
@@ -82,7 +79,7 @@ class _Converter:
         self.pydantic = pydantic
         self.nullable_defaults = nullable_defaults
         self.nodes = 0
-        self.names: set[str] = set()
+        self.names = Unique()  # the models' class names
         self.reserved = set(dir(pydantic.BaseModel))
 
     def model(self, name: str, schema: Mapping[str, Any], description: str, depth: int, refs: tuple[str, ...]) -> Any:
@@ -92,14 +89,13 @@ class _Converter:
         required = schema.get("required")
         required = {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
         fields: dict[str, Any] = {}
-        taken: set[str] = set()
+        taken = Unique()
         for prop, sub in props.items():
             if not isinstance(prop, str):
                 continue
             sub = sub if isinstance(sub, Mapping) else {}
             kind = self.type_of(sub, f"{name}{_class_name(prop)}", depth + 1, refs)
             field_name = _field_name(prop, taken, self.reserved)
-            taken.add(field_name)
             options: dict[str, Any] = {}
             if field_name != prop:
                 options["alias"] = prop
@@ -116,12 +112,7 @@ class _Converter:
                 default = None
                 kind = Optional[kind]
             fields[field_name] = (kind, pydantic.Field(default, **options))
-        unique = name
-        n = 2
-        while unique in self.names:
-            unique = f"{name}{n}"
-            n += 1
-        self.names.add(unique)
+        unique = self.names(name)
         config = pydantic.ConfigDict(extra="ignore", populate_by_name=True, arbitrary_types_allowed=True)
         model = pydantic.create_model(unique, __config__=config, **fields)
         if description:

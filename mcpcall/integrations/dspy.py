@@ -37,7 +37,6 @@ on the client's callbacks thread).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,6 +53,11 @@ from jsonschema import Draft202012Validator  # what DSPy validates an argument's
 from jsonschema.exceptions import SchemaError
 
 _MAX_REF_DEPTH = 16  # nested $refs inlined in one argument's schema; deeper (or recursive) ones accept anything
+_MAX_NODES = 2_000  # schema nodes copied into one argument's schema; past it, what is left accepts anything
+_MAX_NESTING = 32  # levels of one argument's schema kept; deeper ones accept anything
+# Keywords DSPy's own per-call jsonschema check would run at a cost the server chooses (a pattern is a
+# regular expression of its): left to the server, and to validate_arguments, which bounds them.
+_UNCHECKED = frozenset({"pattern", "patternProperties", "format"})
 
 
 class _Call:
@@ -130,7 +134,7 @@ def arguments(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     for name, sub in props.items():
         if not isinstance(name, str):
             continue
-        arg = _inlined(sub, schema, ()) if isinstance(sub, Mapping) else {}
+        arg = _inlined(sub, schema, (), [_MAX_NODES], 0) if isinstance(sub, Mapping) else {}
         arg = arg if isinstance(arg, dict) else {}
         if not _valid(arg):
             arg = {k: arg[k] for k in ("description", "default") if k in arg}
@@ -142,26 +146,48 @@ def arguments(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _inlined(node: Any, root: Mapping[str, Any], refs: tuple[str, ...]) -> Any:
-    """``node`` (a copy) with every local ``$ref`` replaced by its target; a recursive or unknown one by ``{}``."""
+_NAME_MAPS = frozenset({"properties", "$defs", "definitions", "dependentSchemas"})  # name -> schema, not keywords
+
+
+def _inlined(node: Any, root: Mapping[str, Any], refs: tuple[str, ...], budget: list[int], depth: int) -> Any:
+    r"""``node`` (a copy) with every local ``$ref`` replaced by its target; a recursive or unknown one by ``{}``.
+
+    ``budget`` (one count for the whole argument) bounds the nodes copied: a
+    server's ``$ref``\ s that fan out (each definition naming the next twice)
+    would otherwise be copied 2^depth times. Past it, or past
+    :data:`_MAX_NESTING` levels, a node accepts anything. The keywords of
+    :data:`_UNCHECKED` are left out of every schema (a property may still be
+    called ``format``).
+    """
+    budget[0] -= 1
+    if budget[0] < 0 or depth > _MAX_NESTING:
+        return {} if isinstance(node, Mapping) else None
     if isinstance(node, list):
-        return [_inlined(item, root, refs) for item in node]
+        return [_inlined(item, root, refs, budget, depth + 1) for item in node]
     if not isinstance(node, Mapping):
-        return copy.deepcopy(node)
+        return node if node is None or isinstance(node, (str, int, float, bool)) else None
+    rest: dict[str, Any] = {}
+    for key, value in node.items():
+        if not isinstance(key, str) or key == "$ref" or key in _UNCHECKED:
+            continue
+        if key in _NAME_MAPS and isinstance(value, Mapping):
+            rest[key] = {name: _inlined(sub, root, refs, budget, depth + 1) for name, sub in value.items()}
+        else:
+            rest[key] = _inlined(value, root, refs, budget, depth + 1)
     ref = node.get("$ref")
     if isinstance(ref, str):
         target = resolve_pointer(root, ref)
-        rest = {k: _inlined(v, root, refs) for k, v in node.items() if k != "$ref"}
         if target is None or not isinstance(target, Mapping) or ref in refs or len(refs) >= _MAX_REF_DEPTH:
             return rest  # accepts anything but what its other keywords say
-        return {**_inlined(target, root, (*refs, ref)), **rest}
-    return {k: _inlined(v, root, refs) for k, v in node.items()}
+        inlined = _inlined(target, root, (*refs, ref), budget, depth + 1)
+        return {**inlined, **rest} if isinstance(inlined, dict) else rest
+    return rest
 
 
 def _valid(schema: Any) -> bool:
     try:
         Draft202012Validator.check_schema(schema)
-    except SchemaError:
+    except (SchemaError, RecursionError):  # a schema deeper than the check recurses is none DSPy can use either
         return False
     return True
 

@@ -58,7 +58,9 @@ HaystackText: Any = _dataclasses.TextContent
 from jsonschema import Draft202012Validator  # a dependency of haystack-ai, which checks its tools' schemas with it
 from jsonschema.exceptions import SchemaError
 
-_MAX_REPAIRS = 50  # nodes of one schema replaced by an accept-anything schema before the whole is
+_MAX_REPAIRS = 500  # nodes of one schema replaced by an accept-anything schema in one pass
+_PASSES = 3  # checks of the whole schema, each followed by the repairs it asks for; then the whole is replaced
+_META = Draft202012Validator(Draft202012Validator.META_SCHEMA)
 
 
 def tools(source: Any, timeout: float | None = None, *, on_progress: ToolProgress | None = None,
@@ -130,18 +132,26 @@ def parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
     ``exclusiveMinimum``/``exclusiveMaximum``, ``additionalItems``) and its
     ``$schema`` dropped (what is left is a 2020-12 schema); a node still
     refused is replaced by an empty schema (anything), keeping its
-    description; after :data:`_MAX_REPAIRS` of those, an object with any properties.
+    description: every such node found by one check, for up to :data:`_PASSES`
+    checks (the cost stays linear in the schema, however many nodes are bad);
+    a schema still refused after that is an object with any properties.
     """
     out: dict[str, Any] = copy.deepcopy(dict(schema))
     if _error(out) is None:
         return out
     out = dict(_modern(out))
     out.pop("$schema", None)
-    for _ in range(_MAX_REPAIRS):
-        error = _error(out)
-        if error is None:
+    for _ in range(_PASSES):  # each pass loosens every node refused, found in one check of the whole
+        paths = _refused(out)
+        if paths is None:
+            break
+        if not paths:
             return out
-        out = _loosened(out, list(error.path))
+        for path in paths[:_MAX_REPAIRS]:
+            try:
+                out = _loosened(out, path)
+            except (KeyError, IndexError, TypeError):  # an earlier repair took away what the path runs through
+                continue
     return {"type": "object", "properties": {}} if _error(out) is not None else out
 
 
@@ -150,7 +160,22 @@ def _error(schema: Any) -> SchemaError | None:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
         return exc
+    except RecursionError:  # deeper than the check recurses: no schema Haystack could check either
+        return SchemaError("nested too deeply")
     return None
+
+
+def _refused(schema: Any) -> list[list[Any]] | None:
+    """The paths of the nodes the 2020-12 meta-schema refuses, outermost first, none inside another (None: cannot tell)."""
+    try:
+        found = sorted({tuple(error.path) for error in _META.iter_errors(schema)}, key=len)
+    except RecursionError:
+        return None
+    kept: list[tuple[Any, ...]] = []
+    for path in found:
+        if not any(path[: len(outer)] == outer for outer in kept):
+            kept.append(path)
+    return [list(path) for path in kept]
 
 
 def _modern(node: Any) -> Any:

@@ -126,7 +126,7 @@ def tools(source: Client | ToolRegistry, timeout: float | None = None, *,
 def tool_name(name: str, taken: Iterable[str] = ()) -> str:
     """``name`` as the model APIs take a tool's name (``[A-Za-z0-9_-]{1,64}``), not in ``taken``."""
     out = (_NOT_NAME.sub("_", name) or "_")[:MAX_NAME]
-    used = set(taken)
+    used = taken if isinstance(taken, (set, frozenset)) else set(taken)  # tools() passes its growing set: no copy
     base, n = out, 2
     while out in used:
         suffix = f"_{n}"

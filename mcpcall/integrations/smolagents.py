@@ -44,7 +44,7 @@ from typing import Any
 from ..client import Client
 from ..registry import ToolRegistry
 from ..registry.gemini import resolve_pointer
-from ._core import MCPTool, ToolCallFailed, ToolProgress, identifier, mcp_tools, media, require, result_text
+from ._core import MCPTool, ToolCallFailed, ToolProgress, Unique, identifier, mcp_tools, media, require, result_text
 
 smolagents = require("smolagents", "smolagents", "smolagents")
 
@@ -86,10 +86,9 @@ def tools(source: Client | ToolRegistry, timeout: float | None = None, *, images
     ``on_progress(tool_name, progress, total, message)`` hears every call's progress (on the client's callbacks thread).
     """
     out: list[Any] = []
-    taken: set[str] = set()
+    taken = Unique()
     for mcp in mcp_tools(source, timeout, on_progress=on_progress):
         name = identifier(mcp.name, taken)
-        taken.add(name)
         out.append(make_tool(mcp, name, images=images))
     return out
 
