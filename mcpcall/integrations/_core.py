@@ -76,7 +76,7 @@ class MCPTool:
     ``on_progress`` (:data:`ToolProgress`) hears every call's progress.
     """
 
-    __slots__ = ("_source", "description", "name", "on_progress", "schema", "server", "timeout", "tool")
+    __slots__ = ("_renamed", "_source", "description", "name", "on_progress", "schema", "server", "timeout", "tool")
 
     def __init__(self, source: Client | ToolRegistry, name: str, server: str, tool: Tool, timeout: float | None,
                  on_progress: ToolProgress | None = None) -> None:
@@ -87,7 +87,7 @@ class MCPTool:
         self.timeout = timeout
         self.on_progress = on_progress
         self.description = tool_description(tool)
-        self.schema = object_schema(tool.input_schema)
+        self.schema, self._renamed = _without_reserved(object_schema(tool.input_schema))
 
     def __repr__(self) -> str:
         return f"MCPTool({self.name!r}, server={self.server!r})"
@@ -115,20 +115,22 @@ class MCPTool:
         ``null``: then ``null`` means something of its own ("clear it") and is
         sent. An integral float for an ``integer`` is sent as an int (2, not
         2.0). With ``drop_unknown``, names the schema does not list are left out
-        (keys a framework adds of its own) when it lists any.
+        (keys a framework adds of its own) when it lists any. An argument the
+        framework knows by another name (``self_``: see :data:`RESERVED`) goes by its own.
         """
         if not values:
             return {}
         props = self.properties
         required = set(self.required)
         out: dict[str, Any] = {}
+        renamed = self._renamed
         for key, value in values.items():
             sub = props.get(key)
             if value is None and key not in required and not (sub is not None and takes_null(sub, self.schema)):
                 continue
             if sub is None and drop_unknown and props:
                 continue
-            out[key] = _as_integer(sub, value) if sub is not None else value
+            out[renamed.get(key, key)] = _as_integer(sub, value) if sub is not None else value
         return out
 
     # -- calls ---------------------------------------------------------------------------------
@@ -273,6 +275,29 @@ class MCPTool:
             text = f"{what} failed: {model_text(exc)}"
         log.warning("%s failed: %s", what, exc)
         return ToolCallFailed(text)
+
+
+RESERVED = frozenset({"self"})  # argument names no framework's own call(self, **kwargs) can pass on
+
+
+def _without_reserved(schema: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """``schema`` with a property of :data:`RESERVED` renamed (``self`` -> ``self_``), and the new names' old ones.
+
+    Every framework but two calls a tool as ``tool(**arguments)`` through a
+    method of its own that takes ``self``: an MCP argument of that name could
+    not get through. The framework sees ``self_``; :meth:`MCPTool.arguments` sends ``self``.
+    """
+    props = schema.get("properties")
+    if not isinstance(props, dict) or not RESERVED.intersection(props):
+        return schema, {}
+    unique = Unique(k for k in props if isinstance(k, str))
+    renamed = {unique(f"{name}_"): name for name in props if name in RESERVED}
+    back = {old: new for new, old in renamed.items()}
+    schema["properties"] = {back.get(k, k): v for k, v in props.items()}
+    required = schema.get("required")
+    if isinstance(required, list):
+        schema["required"] = [back.get(k, k) if isinstance(k, str) else k for k in required]
+    return schema, renamed
 
 
 def takes_null(schema: Mapping[str, Any], root: Mapping[str, Any]) -> bool:

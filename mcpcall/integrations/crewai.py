@@ -69,7 +69,7 @@ class MCPCrewAITool(_BaseTool):  # type: ignore[misc]
         tool: MCPTool = self._mcp
         return tool
 
-    def _run(self, *args: Any, **kwargs: Any) -> Any:
+    def _run(self, /, *args: Any, **kwargs: Any) -> Any:
         """Call the MCP tool on this thread with the arguments CrewAI validated; its text."""
         try:
             result = self.mcp_tool.call(self._arguments(args, kwargs))
@@ -77,7 +77,7 @@ class MCPCrewAITool(_BaseTool):  # type: ignore[misc]
             return self._failed(exc)
         return result_text(result)
 
-    async def _arun(self, *args: Any, **kwargs: Any) -> Any:
+    async def _arun(self, /, *args: Any, **kwargs: Any) -> Any:
         """:meth:`_run` from a running event loop, which keeps running meanwhile."""
         try:
             result = await self.mcp_tool.acall(self._arguments(args, kwargs))

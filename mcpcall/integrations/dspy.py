@@ -69,10 +69,10 @@ class _Call:
         self.__name__ = mcp.name
         self.__doc__ = mcp.description
 
-    def __call__(self, **kwargs: Any) -> Any:
+    def __call__(self, /, **kwargs: Any) -> Any:
         return self._output(self.mcp.call(self.mcp.arguments(kwargs)))
 
-    async def acall(self, **kwargs: Any) -> Any:
+    async def acall(self, /, **kwargs: Any) -> Any:
         return self._output(await self.mcp.acall(self.mcp.arguments(kwargs)))
 
     def _output(self, result: CallToolResult) -> Any:
@@ -84,12 +84,12 @@ class _Call:
 class Tool(_DSPyTool):  # type: ignore[misc]  # DSPy is untyped
     """A ``dspy.Tool`` whose ``acall`` awaits the MCP call, and which leaves out an optional argument given as None."""
 
-    def _validate_and_parse_args(self, **kwargs: Any) -> Any:
+    def _validate_and_parse_args(self, /, **kwargs: Any) -> Any:
         required = set(self.func.mcp.required)
         kept = {k: v for k, v in kwargs.items() if v is not None or k in required}
         return super()._validate_and_parse_args(**kept)
 
-    async def _acall(self, **kwargs: Any) -> Any:
+    async def _acall(self, /, **kwargs: Any) -> Any:
         parsed = self._validate_and_parse_args(**kwargs)
         return await self.func.acall(**parsed)
 

@@ -76,10 +76,10 @@ class MCPStructuredTool(_StructuredTool):  # type: ignore[misc]
     ``run_manager`` or ``callbacks``.
     """
 
-    def _run(self, *args: Any, **kwargs: Any) -> Any:
+    def _run(self, /, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)
 
-    async def _arun(self, *args: Any, **kwargs: Any) -> Any:
+    async def _arun(self, /, *args: Any, **kwargs: Any) -> Any:
         return await self.coroutine(*args, **kwargs)
 
 

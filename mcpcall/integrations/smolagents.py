@@ -63,7 +63,7 @@ class MCPSmolagentsTool(_Tool):  # type: ignore[misc]
     mcp_tool: MCPTool
     images: bool = False
 
-    def forward(self, **kwargs: Any) -> Any:
+    def forward(self, /, **kwargs: Any) -> Any:
         """Call the MCP tool with the model's arguments; its text, structured content, or image."""
         result = self.mcp_tool.call(self.mcp_tool.arguments(kwargs))
         if self.images:
@@ -235,20 +235,36 @@ def _class_name(name: str) -> str:
     return out + "Tool"
 
 
+MAX_PIXELS = 25_000_000  # an image larger (width x height) is described, not decoded: a small PNG can unpack to GBs
+MAX_DECODED = 4  # images of one result tried; the rest are described
+
+
 def _first_image(result: Any) -> Any:
-    """The result's first image as an AgentImage (PIL is smolagents' own dependency), or None."""
+    """The result's first image as an AgentImage (PIL is smolagents' own dependency), or None.
+
+    The header is read first: an image of more than :data:`MAX_PIXELS` is not
+    decoded (the server chose its size), nor is any after :data:`MAX_DECODED`
+    tries; those are described in the text instead.
+    """
+    import PIL.Image  # type: ignore[import-not-found, unused-ignore]  # a dependency of smolagents
+
+    tried = 0
     for block in media(result):
         if not block.mime_type.startswith("image/"):
             continue
+        tried += 1
+        if tried > MAX_DECODED:
+            break
         try:
             raw: Any = block.data  # the decoded bytes (base64 text too, should a block hold it)
             data = raw if isinstance(raw, bytes) else base64.b64decode(raw)
-            import PIL.Image  # type: ignore[import-not-found, unused-ignore]  # a dependency of smolagents
-
             picture = PIL.Image.open(io.BytesIO(data))
+            width, height = picture.size
+            if width * height > MAX_PIXELS:
+                continue
             picture.load()
-        except (binascii.Error, ValueError, OSError, SyntaxError):  # not an image PIL reads (a bad checksum, …): the text says it
-            continue
+        except (binascii.Error, ValueError, OSError, SyntaxError, PIL.Image.DecompressionBombError):
+            continue  # not an image PIL reads (a bad checksum, …), or one too big to: the text says it
         return smolagents.AgentImage(picture)
     return None
 

@@ -328,3 +328,25 @@ def test_on_progress_hears_every_call(registry: mcpcall.ToolRegistry) -> None:
     tools = by_name(mcp_smolagents.tools(registry, timeout=20, on_progress=lambda *event: events.append(event)))
     assert tools["mcp__demo__slow"](seconds=0.05, steps=2) == "done after 0.05 s"
     assert [event[:3] for event in events] == [("mcp__demo__slow", 1, 2), ("mcp__demo__slow", 2, 2)]  # all in, on return
+
+
+def test_a_huge_image_is_described_not_decoded(demo: mcpcall.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PNG of a few KB can say it is 20,000 x 20,000 pixels: its header is read, and it is not decoded."""
+    import zlib
+
+    def png(width: int, height: int) -> bytes:
+        def chunk(kind: bytes, body: bytes) -> bytes:
+            return len(body).to_bytes(4, "big") + kind + body + zlib.crc32(kind + body).to_bytes(4, "big")
+
+        header = width.to_bytes(4, "big") + height.to_bytes(4, "big") + bytes([8, 0, 0, 0, 0])
+        rows = zlib.compress(b"\x00" * (width + 1) * 16)  # a few rows: PIL would read on and on
+        return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", rows) + chunk(b"IEND", b"")
+
+    tool = by_name(mcp_smolagents.tools(demo, timeout=20, images=True))["echo"]
+    loaded: list[Any] = []
+    monkeypatch.setattr(PIL.Image.Image, "load", lambda self: loaded.append(self.size))
+    for size in ((20_000, 20_000), (6_000, 5_000)):
+        made = CallToolResult(content=(ImageContent(data=png(*size), mime_type="image/png"),))
+        monkeypatch.setattr(MCPTool, "call", lambda self, arguments=None, made=made, **kw: made)
+        text = tool(message="x")
+        assert isinstance(text, str) and text.startswith("[image/png, ") and loaded == []

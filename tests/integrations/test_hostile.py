@@ -1,0 +1,142 @@
+"""What a server controls, through every framework module: names, argument names, schemas built to cost.
+
+No timed assertion: the costs are counted (schema nodes made, checks run), not clocked.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+import pytest
+
+from mcpcall.integrations._core import RESERVED, MCPTool, Unique, identifier
+from mcpcall.types import TextContent
+from mcpcall.types.tools import CallToolResult, parse_tool
+
+from .conftest import framework
+
+
+def mcp_tool(schema: Any, name: str = "t") -> MCPTool:
+    return MCPTool(None, name, "s", parse_tool({"name": name, "inputSchema": schema}), None)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The arguments every MCPTool.call is made with (answered "ok", no server)."""
+    calls: list[Any] = []
+
+    def call(self: MCPTool, arguments: Any = None, **options: Any) -> CallToolResult:
+        calls.append(arguments)
+        return CallToolResult(content=(TextContent(text="ok"),))
+
+    monkeypatch.setattr(MCPTool, "call", call)
+    return calls
+
+
+# Each framework's own way of calling a tool with keyword arguments, as its agents do.
+CALLS: dict[str, Callable[[Any, MCPTool], Any]] = {
+    "langchain": lambda m, t: m._tool(t, False).invoke({"self_": "v", "x": "y"}),
+    "crewai": lambda m, t: m.make_tool(t).run(self_="v", x="y"),
+    "dspy": lambda m, t: m._tool(t, False)(self_="v", x="y"),
+    "smolagents": lambda m, t: m.make_tool(t)(self_="v", x="y"),
+    "haystack": lambda m, t: m._tool(t, None).invoke(self_="v", x="y"),
+    "llamaindex": lambda m, t: m._tool(t, "t").call(self_="v", x="y"),
+}
+PACKAGES = {"langchain": "langchain_core", "crewai": "crewai", "dspy": "dspy", "smolagents": "smolagents",
+            "haystack": "haystack", "llamaindex": "llama_index.core"}
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_an_argument_named_self_gets_through(name: str, sent: list[Any]) -> None:
+    framework(PACKAGES[name])
+    module = importlib.import_module(f"mcpcall.integrations.{name}")
+    tool = mcp_tool({"type": "object", "properties": {"self": {"type": "string"}, "x": {"type": "string"}},
+                     "required": ["self"]})
+    assert "self" not in tool.properties and tool.required == ["self_"]
+    CALLS[name](module, tool)
+    assert sent == [{"self": "v", "x": "y"}]
+
+
+def test_reserved_names_and_a_taken_rename() -> None:
+    assert RESERVED == {"self"}
+    tool = mcp_tool({"type": "object", "properties": {"self": {}, "self_": {}}})
+    assert sorted(tool.properties) == ["self_", "self__2"]
+    assert tool.arguments({"self__2": 1, "self_": 2}) == {"self": 1, "self_": 2}
+
+
+def test_names_all_wanting_one_are_made_unique() -> None:
+    unique = Unique(max_length=64)
+    names = [unique("a" * 70) for _ in range(3000)]
+    assert len(set(names)) == 3000 and all(len(n) <= 64 for n in names)
+    taken = Unique()
+    dashes = [identifier("a" + "".join("-_"[(i >> bit) & 1] for bit in range(12)), taken) for i in range(3000)]
+    assert len(set(dashes)) == 3000 and all(name.isidentifier() for name in dashes)
+
+
+def _laughs(levels: int, fan: int) -> dict[str, Any]:
+    """Each definition names the next ``fan`` times: inlined naively, 2^levels copies."""
+    defs = {f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}] * fan} for i in range(levels)}
+    defs[f"d{levels}"] = {"type": "string"}
+    return {"type": "object", "properties": {"x": {"$ref": "#/$defs/d0"}}, "$defs": defs}
+
+
+def _nodes(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + sum(_nodes(v) for v in value.values())
+    if isinstance(value, list):
+        return 1 + sum(_nodes(v) for v in value)
+    return 1
+
+
+def test_dspy_inlining_is_bounded() -> None:
+    framework("dspy")
+    from mcpcall.integrations import dspy as mcp_dspy
+
+    args = mcp_dspy.arguments(mcp_tool(_laughs(24, 4)).schema)  # 4^24 copies, inlined naively
+    assert _nodes(args["x"]) <= 2 * 2_000
+    deep: dict[str, Any] = {"type": "string"}
+    for _ in range(60):
+        deep = {"type": "array", "items": deep}
+    chain = {f"d{i}": {"type": "array", "items": {"$ref": f"#/$defs/d{i + 1}"}} for i in range(20)}
+    chain["d20"] = deep
+    args = mcp_dspy.arguments({"type": "object", "properties": {"x": {"$ref": "#/$defs/d0"}}, "$defs": chain})
+    assert isinstance(args["x"], dict)  # no RecursionError: cut at a depth DSPy's check can take
+
+
+def test_dspy_leaves_patterns_to_the_server_but_keeps_a_property_called_pattern() -> None:
+    framework("dspy")
+    from mcpcall.integrations import dspy as mcp_dspy
+
+    args = mcp_dspy.arguments({"type": "object", "properties": {
+        "word": {"type": "string", "pattern": "^(a|a)*$", "format": "email"},
+        "query": {"type": "object", "properties": {"pattern": {"type": "string"}, "format": {"type": "string"}}}}})
+    assert args["word"] == {"type": "string", "default": None}
+    assert sorted(args["query"]["properties"]) == ["format", "pattern"]
+
+
+def test_haystack_repairs_every_bad_node_in_few_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    framework("haystack")
+    from mcpcall.integrations import haystack as mcp_haystack
+
+    checks: list[int] = []
+    meta = mcp_haystack._META
+
+    class Counting:
+        def iter_errors(self, schema: Any) -> Any:
+            checks.append(1)
+            return meta.iter_errors(schema)
+
+    class CountingChecks:
+        @staticmethod
+        def check_schema(schema: Any) -> None:
+            checks.append(1)
+            meta.check_schema(schema)
+
+    monkeypatch.setattr(mcp_haystack, "_META", Counting())
+    monkeypatch.setattr(mcp_haystack, "Draft202012Validator", CountingChecks)
+    schema = {"type": "object", "properties": {f"p{i}": ({"type": 5} if i % 7 == 0 else {"type": "string"})
+                                                for i in range(300)}}
+    out = mcp_haystack.parameters(schema)
+    assert out["properties"]["p0"] == {} and out["properties"]["p1"] == {"type": "string"}
+    assert len(checks) <= 4  # whole-schema checks: one finds all 43 bad nodes (not one check per node)
