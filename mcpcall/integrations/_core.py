@@ -390,14 +390,15 @@ class Unique:
         if out not in self.used:
             self.used.add(out)
             return out
-        n = self._next.get(base, 2)
+        key = out  # counted per name as cut: long names that share their first max_length characters share a count
+        n = self._next.get(key, 2)
         while True:
             suffix = f"_{n}"
-            out = (base[: limit - len(suffix)] if limit else base) + suffix
+            out = (key[: limit - len(suffix)] if limit else key) + suffix
             n += 1
             if out not in self.used:
                 break
-        self._next[base] = n
+        self._next[key] = n
         self.used.add(out)
         return out
 
