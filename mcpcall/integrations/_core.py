@@ -408,6 +408,11 @@ def api_name(name: str) -> str:
     return sanitize(name)
 
 
+def model_name(name: str, taken: Iterable[str] | Unique = ()) -> str:
+    """``name`` as the model APIs take a tool's name (``[A-Za-z0-9_-]{1,64}``), not in ``taken``."""
+    return (taken if isinstance(taken, Unique) else Unique(taken, MAX_NAME))(api_name(name))
+
+
 def identifier(name: str, taken: Iterable[str] | Unique = ()) -> str:
     """``name`` as a Python identifier (``get-sum`` -> ``get_sum``), not a keyword and not in ``taken``."""
     out = _NOT_IDENTIFIER.sub("_", name) or "_"
@@ -423,4 +428,4 @@ def media(result: CallToolResult) -> list[ImageContent | AudioContent]:
     return [block for block in result.content if isinstance(block, (ImageContent, AudioContent))]
 
 
-__all__ = ["MAX_NAME", "MCPTool", "ToolCallFailed", "ToolProgress", "Unique", "api_name", "identifier", "mcp_tools", "media", "require", "result_text"]
+__all__ = ["MAX_NAME", "MCPTool", "ToolCallFailed", "ToolProgress", "Unique", "api_name", "identifier", "mcp_tools", "media", "model_name", "require", "result_text"]

@@ -40,22 +40,18 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 from collections import OrderedDict
-from collections.abc import Iterable
 from typing import Any
 
 from ..client import Client
 from ..errors import ToolCallFailed
 from ..registry import ToolRegistry
 from ..types import CallToolResult, ImageContent
-from ._core import MCPTool, ToolProgress, mcp_tools, media, require, result_text
+from ._core import MAX_NAME, MCPTool, ToolProgress, Unique, mcp_tools, media, model_name, require, result_text
 
 agents = require("agents", "openai_agents", "the OpenAI Agents SDK (openai-agents)")
 
-MAX_NAME = 64  # characters of a function name the OpenAI API accepts
 _PENDING_LIMIT = 1_000  # structured contents kept for output items not yet made (a run that stopped in between)
-_NOT_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def tools(source: Client | ToolRegistry, timeout: float | None = None, *, on_progress: ToolProgress | None = None,
@@ -67,24 +63,14 @@ def tools(source: Client | ToolRegistry, timeout: float | None = None, *, on_pro
     ``on_progress(tool_name, progress, total, message)`` hears every call's progress (on the client's callbacks thread).
     """
     out: list[Any] = []
-    taken: set[str] = set()
+    taken = Unique(max_length=MAX_NAME)
     for tool in mcp_tools(source, timeout, on_progress=on_progress):
         name = function_name(tool.name, taken)
-        taken.add(name)
         out.append(_function_tool(tool, name, options))
     return out
 
 
-def function_name(name: str, taken: Iterable[str] = ()) -> str:
-    """``name`` as the OpenAI API takes a function's name (``[A-Za-z0-9_-]{1,64}``), not in ``taken``."""
-    out = (_NOT_NAME.sub("_", name) or "_")[:MAX_NAME]
-    used = taken if isinstance(taken, (set, frozenset)) else set(taken)  # tools() passes its growing set: no copy
-    base, n = out, 2
-    while out in used:
-        suffix = f"_{n}"
-        out = base[: MAX_NAME - len(suffix)] + suffix
-        n += 1
-    return out
+function_name = model_name  # the core's: [A-Za-z0-9_-]{1,64}, unique in linear time
 
 
 def _function_tool(tool: MCPTool, name: str, options: dict[str, Any]) -> Any:

@@ -54,8 +54,6 @@ import asyncio
 import base64
 import binascii
 import dataclasses
-import re
-from collections.abc import Iterable
 from concurrent.futures import Future
 from typing import Any, Literal
 
@@ -63,14 +61,12 @@ from ..client import Client
 from ..errors import InvalidRequest, RPCError, SchemaValidationError, ToolCallFailed
 from ..registry import ToolRegistry
 from ..types import CallToolResult
-from ._core import MCPTool, ToolProgress, mcp_tools, media, require, result_text
+from ._core import MAX_NAME, MCPTool, ToolProgress, Unique, mcp_tools, media, model_name, require, result_text
 
 pydantic_ai = require("pydantic_ai", "pydantic_ai", "Pydantic AI (pydantic-ai-slim)")
 pydantic_core = require("pydantic_core", "pydantic_ai", "Pydantic AI (pydantic-ai-slim)")
 
-MAX_NAME = 64  # characters of a tool name the model APIs (OpenAI, Anthropic) accept
 INVALID_PARAMS = -32602  # the JSON-RPC error a server answers for arguments it refuses
-_NOT_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 ToolErrorBehavior = Literal["failed", "retry"]
 
@@ -105,10 +101,9 @@ def tools(source: Client | ToolRegistry, timeout: float | None = None, *,
     if tool_error_behavior not in ("failed", "retry"):
         raise ValueError(f"tool_error_behavior must be 'failed' or 'retry', not {tool_error_behavior!r}")
     out: list[Any] = []
-    taken: set[str] = set()
+    taken = Unique(max_length=MAX_NAME)
     for tool in mcp_tools(source, timeout, on_progress=on_progress):
         name = tool_name(tool.name, taken)
-        taken.add(name)
         made = pydantic_ai.Tool.from_schema(_function(tool, tool_error_behavior), name=name,
                                             description=tool.description, json_schema=tool.schema, takes_ctx=True)
         # from_schema accepts any JSON value; arguments that are no object must be a validation error (a retry
@@ -123,16 +118,7 @@ def tools(source: Client | ToolRegistry, timeout: float | None = None, *,
     return out
 
 
-def tool_name(name: str, taken: Iterable[str] = ()) -> str:
-    """``name`` as the model APIs take a tool's name (``[A-Za-z0-9_-]{1,64}``), not in ``taken``."""
-    out = (_NOT_NAME.sub("_", name) or "_")[:MAX_NAME]
-    used = taken if isinstance(taken, (set, frozenset)) else set(taken)  # tools() passes its growing set: no copy
-    base, n = out, 2
-    while out in used:
-        suffix = f"_{n}"
-        out = base[: MAX_NAME - len(suffix)] + suffix
-        n += 1
-    return out
+tool_name = model_name  # the core's: [A-Za-z0-9_-]{1,64}, unique in linear time
 
 
 def _function(tool: MCPTool, behavior: ToolErrorBehavior) -> Any:
