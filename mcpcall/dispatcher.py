@@ -122,10 +122,11 @@ class RequestFuture(Future):  # type: ignore[type-arg]
 
         super().add_done_callback(handoff)
 
-    #: A check of the result still to run (:meth:`check_on_read`), and the error it found.
-    #: Class defaults: a Future without a check pays nothing for them.
+    #: A check of the result still to run (:meth:`check_on_read`), the error it found, and who waits for
+    #: its verdict (:meth:`add_checked_callback`). Class defaults: a Future without a check pays nothing for them.
     _check: Callable[[], None] | None = None
     _check_error: BaseException | None = None
+    _checked_callbacks: list[Callable[[Future[Any]], object]] | None = None
 
     def check_on_read(self, check: Callable[[], None]) -> None:
         """Have ``check()`` (it raises if the result is bad) run on the thread that first reads the result.
@@ -138,6 +139,28 @@ class RequestFuture(Future):  # type: ignore[type-arg]
         """
         self._check = check
 
+    def add_checked_callback(self, fn: Callable[[Future[Any]], object]) -> None:
+        """Call ``fn(future)`` once the outcome is final, the result's check included: reading it then runs no check.
+
+        For a Future done with no check still to run, ``fn`` runs at once, on
+        this thread. When a check is still to run, ``fn`` runs right after it,
+        on the thread that runs it (the first to read the result): waiting for a
+        verdict never moves the check (its cost is the server's to choose) onto
+        this thread. A Future not done yet passes ``fn`` on when it is done, on
+        the callbacks thread (see :meth:`add_done_callback`). An error ``fn``
+        raises is logged.
+        """
+        if not self.done():
+            self.add_done_callback(lambda _done: self.add_checked_callback(fn))
+            return
+        with self._condition:
+            if self._check is not None:
+                if self._checked_callbacks is None:
+                    self._checked_callbacks = []
+                self._checked_callbacks.append(fn)
+                return
+        _call_logged(fn, self)
+
     def _checked(self) -> BaseException | None:
         check = self._check
         if check is not None:
@@ -145,7 +168,11 @@ class RequestFuture(Future):  # type: ignore[type-arg]
                 check()
             except Exception as exc:  # noqa: BLE001 - the result's own error, for every reader
                 self._check_error = exc
-            self._check = None  # after the error is set: a reader that sees None sees the verdict
+            with self._condition:  # after the error is set: a reader (or a callback added) that sees None sees the verdict
+                self._check = None
+                waiting, self._checked_callbacks = self._checked_callbacks, None
+            for fn in waiting or ():
+                _call_logged(fn, self)
         return self._check_error
 
     def result(self, timeout: float | None = None) -> Any:
@@ -233,6 +260,14 @@ class RequestFuture(Future):  # type: ignore[type-arg]
         except InvalidStateError:
             return False
         return True
+
+
+def _call_logged(fn: Callable[[Future[Any]], object], future: Future[Any]) -> None:
+    """``fn(future)``; an error it raises is logged, as ``concurrent.futures`` does for a done-callback."""
+    try:
+        fn(future)
+    except Exception:
+        log.exception("a callback of %r raised", future)
 
 
 class _Entry:

@@ -28,11 +28,11 @@ from typing import Any, Callable, Optional, TypeVar
 
 from ..client import Client
 from ..dispatcher import ProgressCallback
-from ..errors import InvalidRequest, MCPError, RequestTimeout, RPCError, SchemaValidationError, SessionExpired, ToolCallFailed
+from ..errors import MCPError, SessionExpired, ToolCallFailed
 from ..registry import ToolRegistry, object_schema, result_text, tool_description
+from ..registry.failures import failure_text
 from ..registry.gemini import resolve_pointer
 from ..registry.names import sanitize
-from ..registry.servers import model_text
 from ..types import AudioContent, CallToolResult, ImageContent, Tool
 
 log = logging.getLogger("mcpcall.integrations")
@@ -43,8 +43,6 @@ ToolProgress = Callable[[str, float, Optional[float], Optional[str]], Any]
 """``on_progress(tool_name, progress, total, message)``: a server's progress notice for a call of ``tool_name``,
 on the client's callbacks thread (never an I/O thread); on the sync path every one has come when the call returns."""
 
-_MAX_RPC_TEXT = 500  # characters of a server's JSON-RPC error message a model may read
-_MAX_INVALID_TEXT = 500  # characters of why the arguments were refused before sending
 
 
 def require(module: str, extra: str, framework: str) -> Any:
@@ -56,11 +54,6 @@ def require(module: str, extra: str, framework: str) -> Any:
         raise ImportError(
             f"mcpcall.integrations.{extra} needs {framework}, which is not installed: pip install 'mcpcall[{extra}]'{older}"
         ) from exc
-
-
-def _one_line(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class MCPTool:
@@ -191,14 +184,17 @@ class MCPTool:
 
     async def _start(self, start: Callable[[], T]) -> T:
         """``start()`` run on a thread of its own while the loop goes on; a Future it returns is cancelled
-        should the awaiting task be cancelled first (its call would be nobody's)."""
+        should the awaiting task be cancelled first (its call would be nobody's), by whichever side comes
+        second: the task as it is cancelled, or the thread as it ends (the loop may never run again)."""
         loop = asyncio.get_running_loop()
         box: asyncio.Future[T] = loop.create_future()
+        lock = threading.Lock()
+        handed: list[Any] = []  # what start() gave, once it gave it
+        abandoned: list[bool] = []  # the awaiting task was cancelled
 
         def settle(value: Any, failed: bool) -> None:  # on the loop
             if box.cancelled():
-                if isinstance(value, Future):
-                    value.cancel()
+                _cancel(value)
             elif failed:
                 box.set_exception(value)
             else:
@@ -208,16 +204,32 @@ class MCPTool:
             try:
                 value: Any = start()
                 failed = False
+            except StopIteration as exc:  # an asyncio Future takes no StopIteration: an error the task can end with
+                value, failed = RuntimeError(f"starting a call of {self.name!r} raised StopIteration"), True
+                value.__cause__ = exc
             except BaseException as exc:  # noqa: BLE001 - ends in the awaiting task
                 value, failed = exc, True
+            with lock:
+                handed.append(value)
+                gone = bool(abandoned)
+            if gone:
+                _cancel(value)
+                return
             try:
                 loop.call_soon_threadsafe(settle, value, failed)
             except RuntimeError:  # the loop is closed: nobody waits
-                if isinstance(value, Future):
-                    value.cancel()
+                _cancel(value)
 
         threading.Thread(target=run, name=f"mcpcall-start-{self.server}", daemon=True).start()
-        return await box
+        try:
+            return await box
+        except BaseException:  # cancelled (or the loop is going away): what start() gives is nobody's
+            with lock:
+                abandoned.append(True)
+                given = list(handed)
+            for value in given:
+                _cancel(value)
+            raise
 
     def _progress(self, given: ProgressCallback | None) -> ProgressCallback | None:
         """What hears a call's progress: ``given`` (the call's), the tool's ``on_progress``, or both."""
@@ -254,27 +266,22 @@ class MCPTool:
         return result
 
     def _what(self) -> str:
-        return f"tool {self.tool.name!r} of server {self.server!r}" if self.server else f"tool {self.tool.name!r}"
+        """The tool as the model knows it (its name here, not the server's), and its server."""
+        return f"tool {self.name!r} of server {self.server!r}" if self.server else f"tool {self.name!r}"
 
     def failure(self, exc: BaseException, seconds: float | None = None) -> ToolCallFailed:
         """``exc`` (a call's failure) as a :class:`ToolCallFailed` whose message a model may read."""
-        what = self._what()
         if isinstance(exc, ToolCallFailed):
             return exc
-        if isinstance(exc, (RequestTimeout, FutureTimeout)):
-            after = f" in {seconds:g} s" if seconds is not None else ""
-            text = f"{what} did not answer{after}; the call was cancelled"
-        elif isinstance(exc, RPCError):
-            text = f"{what} failed: {_one_line(exc.message, _MAX_RPC_TEXT)} (JSON-RPC error {exc.code})"
-        elif isinstance(exc, InvalidRequest):  # refused before sending: our own words about the model's arguments
-            text = f"{what} was not called: {_one_line(str(exc), _MAX_INVALID_TEXT)}"
-        elif isinstance(exc, SchemaValidationError) and exc.schema == "inputSchema":  # validate_arguments refused them
-            reason = _one_line(exc.reason, _MAX_INVALID_TEXT)
-            text = f"{what} was not called: its arguments do not match its input schema at {exc.path}: {reason}"
-        else:
-            text = f"{what} failed: {model_text(exc)}"
+        what = self._what()
         log.warning("%s failed: %s", what, exc)
-        return ToolCallFailed(text)
+        return ToolCallFailed(failure_text(what, exc, seconds))
+
+
+def _cancel(value: Any) -> None:
+    """Cancel ``value`` if it is a Future (a call started for a task that no longer waits for it)."""
+    if isinstance(value, Future):
+        value.cancel()
 
 
 RESERVED = frozenset({"self"})  # argument names no framework's own call(self, **kwargs) can pass on

@@ -89,6 +89,7 @@ from typing import Any, Literal
 from ..errors import InvalidRequest
 from ..types import AudioContent, CallToolResult, EmbeddedResource, ImageContent, ResourceLink, TextContent, Tool
 from ..types._record import record
+from .failures import one_line
 from .gemini import GEMINI_SCHEMA_KEYS, gemini_schema, resolve_pointer
 
 __all__ = [
@@ -361,7 +362,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise _DuplicateKey(f"the arguments name the key {_one_line(key, 60)!r} twice (JSON keys must be unique)")
+            raise _DuplicateKey(f"the arguments name the key {one_line(key, 60)!r} twice (JSON keys must be unique)")
         out[key] = value
     return out
 
@@ -512,11 +513,6 @@ def result_text(result: CallToolResult, *, max_chars: int = MAX_TEXT_CHARS) -> s
 # ---------------------------------------------------------------- failures, in one line
 
 
-def _one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def unknown_tool_text(name: str, known: Sequence[str]) -> str:
     """No tool is called ``name``: say so, with up to three close names."""
     scored = []
@@ -528,4 +524,4 @@ def unknown_tool_text(name: str, known: Sequence[str]) -> str:
             scored.append((-score, candidate))
     close = [candidate for _, candidate in sorted(scored)[:3]]
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    return f"There is no tool named {_one_line(name, 100)!r}.{hint}"
+    return f"There is no tool named {one_line(name, 100)!r}.{hint}"

@@ -28,11 +28,12 @@ from typing import Any, Callable, Literal
 
 from ..client import Client
 from ..config import load_config
-from ..dispatcher import ProgressCallback
+from ..dispatcher import ProgressCallback, RequestFuture
 from ..errors import ConfigError, ConnectionClosed, InvalidRequest, MCPError, RequestTimeout, RPCError, SessionExpired
 from ..forking import on_fork_in_child
 from ..types import CallToolResult, Tool, ToolList
 from ..types._record import record
+from .failures import failure_text, model_text, refused
 from .formats import (
     ParsedCall,
     parse_tool_call,
@@ -45,7 +46,7 @@ from .formats import (
     unknown_tool_text,
 )
 from .names import NameTable, build_names, sanitize
-from .servers import ServerPool, ServerState, model_text
+from .servers import ServerPool, ServerState
 from .stats import StatsKeeper, ToolStats
 
 __all__ = ["RegisteredTool", "ToolRegistry"]
@@ -53,7 +54,6 @@ __all__ = ["RegisteredTool", "ToolRegistry"]
 log = logging.getLogger("mcpcall.registry")
 
 Patterns = Mapping[str, Sequence[str]]
-_MAX_RPC_TEXT = 500  # characters of a server's JSON-RPC error message passed on to the model
 
 
 @record
@@ -66,9 +66,10 @@ class RegisteredTool:
 
 
 class _Sent:
-    """One call of :meth:`ToolRegistry.call_future`: what was asked, where it went, and by when."""
+    """One call of :meth:`ToolRegistry.call_future`: what was asked, where it went, and by when; and, once it
+    was answered ``SessionExpired``, whether it was sent again (``"sent"``) or that answer counted (``"counted"``)."""
 
-    __slots__ = ("arguments", "deadline", "name", "on_progress", "server", "tool")
+    __slots__ = ("again", "arguments", "deadline", "lock", "name", "on_progress", "server", "started", "tool")
 
     def __init__(self, name: str, server: str, tool: str, arguments: Mapping[str, Any] | None,
                  on_progress: ProgressCallback | None, deadline: float) -> None:
@@ -78,6 +79,9 @@ class _Sent:
         self.arguments = arguments
         self.on_progress = on_progress
         self.deadline = deadline
+        self.started = 0.0  # when it was first sent
+        self.again: Literal["", "sent", "counted"] = ""
+        self.lock = threading.Lock()  # guards ``again``: call_again and the callbacks thread may decide at once
 
 
 class _Outcome:
@@ -317,10 +321,15 @@ class ToolRegistry:
         The tool is looked up and its server connected (or restarted) here, within
         ``timeout``, which also bounds the call; then the call is sent and its Future
         returned. Failures to get that far raise. The stats and the restart policy
-        see the answer as they see :meth:`call`'s. An answer ``SessionExpired``
+        see every outcome as they see :meth:`call`'s (a call the client refuses
+        before sending it too). A result checked against the tool's ``outputSchema``
+        is checked where it is read, as with a client's Future (never on the
+        client's callbacks thread), and counted then. An answer ``SessionExpired``
         (the server forgot our session; the call did not run) is the caller's to
-        send again, once, with :meth:`call_again`. Unlike :meth:`call`, the
-        progress callbacks may still be running when the Future is done.
+        send again, once, with :meth:`call_again`: it is counted as one call when
+        sent again, or as a failure when it cannot be (:meth:`call_again` returns
+        None, or there is no time or client left for it when it comes). Unlike
+        :meth:`call`, the progress callbacks may still be running when the Future is done.
         """
         sent, state, client = self._prepare(name, arguments, timeout, on_progress)
         return self._sent(sent, state, client, retried=False)
@@ -342,20 +351,33 @@ class ToolRegistry:
     def _sent(self, sent: _Sent, state: ServerState, client: Client, *, retried: bool) -> Future[CallToolResult]:
         """Send ``sent`` on ``client``; its Future, watched: the pool and the stats hear how it ended."""
         left = sent.deadline - monotonic()
-        if left <= 0:
+        if retried:
+            left = max(left, 1e-3)  # call_again saw time left: the call goes, and its deadline ends it
+        elif left <= 0:
             raise RequestTimeout(f"tool {sent.tool!r} of server {sent.server!r} was not called: no time left after connecting")
         started = monotonic()
-        future = client.call_tool_future(sent.tool, sent.arguments, timeout=left, on_progress=sent.on_progress)
+        if not retried:
+            sent.started = started
+        try:
+            future = client.call_tool_future(sent.tool, sent.arguments, timeout=left, on_progress=sent.on_progress)
+        except BaseException as exc:  # refused before it was sent (arguments, a closed client): counted as call() does
+            self._pool.failed(state, exc)
+            self._stats.record(sent.name, sent.server, sent.tool, monotonic() - started, model_text(exc),
+                               isinstance(exc, RequestTimeout), retried=retried)
+            raise
         future.sent = sent  # type: ignore[attr-defined]  # for call_again: what to send once more, and where
+        future.retried = retried  # type: ignore[attr-defined]
 
-        def ended(done: Future[CallToolResult]) -> None:  # on the client's callbacks thread
+        def ended(done: Future[CallToolResult]) -> None:
+            """Count ``done``'s outcome: on the callbacks thread, or where the result's check ran (its reader)."""
             elapsed = getattr(done, "done_at", monotonic()) - started
             if done.cancelled():
                 self._stats.record(sent.name, sent.server, sent.tool, elapsed, "cancelled", retried=retried)
                 return
-            exc = done.exception()
+            exc = done.exception()  # the verdict is in: no check runs here
             if isinstance(exc, SessionExpired) and not retried:
-                return  # the caller's to send again (call_again): counted then
+                self._expired(sent, state, exc, elapsed)
+                return
             if exc is not None:
                 self._pool.failed(state, exc)
                 self._stats.record(sent.name, sent.server, sent.tool, elapsed, model_text(exc),
@@ -366,23 +388,65 @@ class ToolRegistry:
             self._stats.record(sent.name, sent.server, sent.tool, elapsed, "isError" if result.is_error else None,
                                retried=retried)
 
-        future.add_done_callback(ended)
+        if isinstance(future, RequestFuture):
+            future.add_checked_callback(ended)
+        else:  # pragma: no cover - a client's call_tool_future always gives a RequestFuture
+            future.add_done_callback(ended)
         return future
 
-    def call_again(self, future: Future[CallToolResult], exc: SessionExpired) -> Future[CallToolResult] | None:
-        """The call of ``future`` (answered ``SessionExpired``) sent once more in a new session; None if it cannot be."""
-        sent: _Sent | None = getattr(future, "sent", None)
-        if sent is None or getattr(future, "retried", False):
-            return None
-        state = self._pool.get(sent.server)
+    def _expired(self, sent: _Sent, state: ServerState, exc: SessionExpired, elapsed: float) -> None:
+        """``sent`` was answered ``SessionExpired``: call_again's to send once more; counted now if it cannot be."""
+        with sent.lock:
+            if sent.again or self._can_send_again(sent, state):
+                return  # sent again already (counted when that one ends), or call_again's to decide
+            sent.again = "counted"
+        self._pool.failed(state, exc)
+        self._stats.record(sent.name, sent.server, sent.tool, elapsed, model_text(exc), retried=False)
+
+    def _can_send_again(self, sent: _Sent, state: ServerState) -> bool:
         client = state.client
-        if client is None or not client.alive or sent.deadline - monotonic() <= 0:
+        return not self._pool.closed and client is not None and client.alive and sent.deadline - monotonic() > 0
+
+    def call_again(self, future: Future[CallToolResult], exc: SessionExpired) -> Future[CallToolResult] | None:
+        """The call of ``future`` (a Future of :meth:`call_future` answered ``SessionExpired``) sent once more,
+        in a new session; None if it cannot be (no time or client left, or ``future`` is that second sending).
+
+        Once per call: a second use for the same ``future`` raises
+        :class:`~mcpcall.errors.InvalidRequest`, as does a ``future`` that is not
+        one of :meth:`call_future`'s or was not answered ``SessionExpired``.
+        """
+        sent: _Sent | None = getattr(future, "sent", None)
+        if sent is None:
+            raise InvalidRequest("call_again takes a Future of ToolRegistry.call_future")
+        if getattr(future, "retried", False):
+            return None  # the second sending: not sent a third time (counted when it ended)
+        if not future.done() or future.cancelled() or not isinstance(future.exception(), SessionExpired):
+            raise InvalidRequest(f"call_again: the call of tool {sent.tool!r} of server {sent.server!r} was not "
+                                 "answered SessionExpired; only such a call is sent again")
+        state = self._pool.get(sent.server)
+        with sent.lock:
+            if sent.again == "sent":
+                raise InvalidRequest(f"call_again: the call of tool {sent.tool!r} of server {sent.server!r} was sent "
+                                     "again already; a call is sent again once")
+            if sent.again == "counted":
+                return None
+            if not self._can_send_again(sent, state):
+                sent.again = "counted"
+                send = False
+            else:
+                sent.again = "sent"
+                send = True
+        if not send:
+            done_at = getattr(future, "done_at", None)
+            self._pool.failed(state, exc)
+            self._stats.record(sent.name, sent.server, sent.tool, None if done_at is None else done_at - sent.started,
+                               model_text(exc), retried=False)
             return None
+        client = state.client
+        assert client is not None
         log.info("server %r no longer knew our session (%s); sending tool %r again in a new session",
                  sent.server, exc, sent.tool)
-        again = self._sent(sent, state, client, retried=True)
-        again.retried = True  # type: ignore[attr-defined]
-        return again
+        return self._sent(sent, state, client, retried=True)
 
     def resolve(self, name: str, timeout: float | None = None) -> tuple[str, str]:
         """``(server, tool)`` of an exposed name; listing servers not listed yet if needed.
@@ -519,11 +583,11 @@ class ToolRegistry:
         outcome.started = monotonic()
         try:
             outcome.future = client.call_tool_future(outcome.tool, outcome.parsed.arguments, timeout=left)
-        except MCPError as exc:  # the client closed meanwhile, a request that cannot be encoded, …
+        except MCPError as exc:  # the client closed meanwhile, arguments refused, a request that cannot be encoded, …
             self._pool.failed(state, exc)
             log.warning("tool %r of server %r could not be called: %s", outcome.tool, state.name, exc)
-            self._fail(outcome, f"tool {outcome.tool!r} of server {state.name!r} could not be called: "
-                                f"{model_text(exc)}")
+            what = f"tool {outcome.tool!r} of server {state.name!r}"
+            self._fail(outcome, failure_text(what, exc) if refused(exc) else f"{what} could not be called: {model_text(exc)}")
 
     def _finish(self, outcome: _Outcome, deadline: float) -> dict[str, Any]:
         if outcome.message is not None:
@@ -537,10 +601,9 @@ class ToolRegistry:
                 if not self._send_again(outcome, exc, deadline):
                     raise
                 result = outcome.future.result(timeout=max(deadline - monotonic(), 0.0))
-        except (RequestTimeout, FutureTimeout):
+        except (RequestTimeout, FutureTimeout) as exc:
             outcome.future.cancel()  # tells the server
-            seconds = deadline - outcome.started
-            return self._done(outcome, f"{what} timed out after {seconds:.3g} s; it was cancelled", timeout=True)
+            return self._done(outcome, failure_text(what, exc, deadline - outcome.started), timeout=True)
         except ConnectionClosed as exc:
             state = self._pool.get(outcome.server)
             self._pool.failed(state, exc)
@@ -550,13 +613,13 @@ class ToolRegistry:
             return self._done(outcome, f"{what} failed: {self._pool.gone_text(state, exc)}")
         except RPCError as exc:  # the server's own words about the call: the model may read them
             self._pool.succeeded(self._pool.get(outcome.server))  # it answered: alive and well
-            return self._done(outcome, f"{what} failed: {exc.message[:_MAX_RPC_TEXT]} (JSON-RPC error {exc.code})")
+            return self._done(outcome, failure_text(what, exc))
         except MCPError as exc:
             log.warning("%s failed: %s", what, exc)
-            return self._done(outcome, f"{what} failed: {model_text(exc)}")
+            return self._done(outcome, failure_text(what, exc))
         except BaseException as exc:
             log.error("%s failed unexpectedly", what, exc_info=exc)
-            return self._done(outcome, f"{what} failed: {type(exc).__name__}")
+            return self._done(outcome, failure_text(what, exc))
         error = None
         if result.is_error:
             error = "isError"

@@ -26,18 +26,16 @@ from ..errors import (
     ConfigError,
     ConnectionClosed,
     ForkedClient,
-    HTTPError,
     MCPError,
     RequestTimeout,
-    SchemaValidationError,
-    SessionExpired,
     SignInRequired,
 )
 from ..forking import on_fork_in_child
 from ..notebook import release
 from ..types import Tool
+from .failures import model_text, unreachable
 
-__all__ = ["ServerPool", "ServerState", "model_text", "short"]
+__all__ = ["ServerPool", "ServerState", "short"]
 
 log = logging.getLogger("mcpcall.registry")
 
@@ -302,7 +300,7 @@ class ServerPool:
     def gone_text(self, state: ServerState, exc: BaseException) -> str:
         """A call failed because ``state``'s server went away or could not be reached: what happened and what
         the next call does, in one line for a model, true for both kinds of server."""
-        if _unreachable(exc):
+        if unreachable(exc):
             happened = f"server {state.name!r} could not be reached"
         else:
             happened = f"server {state.name!r} went away ({model_text(exc)})"
@@ -376,44 +374,6 @@ def _config(name: str, server: Any) -> ServerConfig:
     if not argv:
         raise ConfigError(f"server {name!r}: the command is empty")
     return ServerConfig(name, {"command": argv[0], "args": argv[1:]})
-
-
-def model_text(exc: BaseException | None, started: bool = True) -> str:
-    """What a model may read of an error: its kind and a few fixed facts.
-
-    Never the error's own text: that can hold a URL with a key in its path,
-    an HTTP body that echoes a header, or a stderr line. The whole error is
-    logged on ``mcpcall.registry`` for whoever runs the application.
-    """
-    if exc is None:
-        return "unknown error"
-    if isinstance(exc, RequestTimeout):
-        return "it did not answer in time"
-    if isinstance(exc, SignInRequired):
-        return ("it needs the user to sign in (OAuth) first: the application has to call auth.login(url) "
-                "or run `mcpcall login URL`")
-    if isinstance(exc, ConnectionClosed):
-        if exc.returncode is not None:
-            return f"its process exited with code {exc.returncode}"
-        if not started:
-            return "it could not be started or reached; details are in the application's log"
-        return "it could not be reached" if _unreachable(exc) else "its connection closed"
-    if isinstance(exc, SessionExpired):
-        return "it no longer knew our session (it may have restarted); the next call starts a new session"
-    if isinstance(exc, HTTPError):
-        return f"it answered HTTP {exc.status}" if exc.status else "its HTTP endpoint failed"
-    if isinstance(exc, ConfigError):
-        return "its configuration is invalid; details are in the application's log"
-    if isinstance(exc, ForkedClient):
-        return "its client was made in another process"
-    if isinstance(exc, SchemaValidationError):
-        return f"its result does not match the tool's output schema at {exc.path}"
-    return f"{type(exc).__name__}; details are in the application's log"
-
-
-def _unreachable(exc: BaseException) -> bool:
-    """A remote server that could not be reached at all (refused, unresolvable, no TCP connection in time)."""
-    return isinstance(exc, ConnectionClosed) and exc.reason.startswith("could not reach")
 
 
 def _connect_unattended(client: Client, seconds: float, name: str) -> None:

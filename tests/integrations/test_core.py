@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any, Callable
 
 import pytest
 
@@ -93,16 +95,24 @@ def test_arguments_refused_by_validate_arguments_say_where() -> None:
             slow.call({"seconds": -1})
 
 
-def test_a_cancelled_task_cancels_the_call(demo: mcpcall.Client, monkeypatch: pytest.MonkeyPatch) -> None:
-    (slow,) = [t for t in mcp_tools(demo, timeout=20) if t.name == "slow"]
+def kept_futures(monkeypatch: pytest.MonkeyPatch, before: Callable[[], object] | None = None) -> list[Any]:
+    """Every Future ``Client.call_tool_future`` returns from now on (``before()`` runs first, on the starting thread)."""
     futures: list[Any] = []
     original = mcpcall.Client.call_tool_future
 
     def kept(self: mcpcall.Client, *args: Any, **kwargs: Any) -> Any:
+        if before is not None:
+            before()
         futures.append(original(self, *args, **kwargs))
         return futures[-1]
 
     monkeypatch.setattr(mcpcall.Client, "call_tool_future", kept)
+    return futures
+
+
+def test_a_cancelled_task_cancels_the_call(demo: mcpcall.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    (slow,) = [t for t in mcp_tools(demo, timeout=20) if t.name == "slow"]
+    futures = kept_futures(monkeypatch)
 
     async def main() -> bool:
         task = asyncio.ensure_future(slow.acall({"seconds": 5}))
@@ -148,14 +158,7 @@ def test_a_start_that_blocks_does_not_block_the_loop(demo: mcpcall.Client, monke
 
 def test_a_cancelled_task_cancels_a_registry_call(registry: mcpcall.ToolRegistry, monkeypatch: pytest.MonkeyPatch) -> None:
     (slow,) = [t for t in mcp_tools(registry, timeout=20) if t.name == "mcp__demo__slow"]
-    futures: list[Any] = []
-    original = mcpcall.Client.call_tool_future
-
-    def kept(self: mcpcall.Client, *args: Any, **kwargs: Any) -> Any:
-        futures.append(original(self, *args, **kwargs))
-        return futures[-1]
-
-    monkeypatch.setattr(mcpcall.Client, "call_tool_future", kept)
+    futures = kept_futures(monkeypatch)
 
     async def main() -> None:
         task = asyncio.ensure_future(slow.acall({"seconds": 5}))
@@ -182,3 +185,101 @@ def test_registry_call_future_counts_like_call(registry: mcpcall.ToolRegistry) -
     stats = registry.stats()
     assert (stats["mcp__demo__boom"].calls, stats["mcp__demo__boom"].errors) == (1, 1)
     assert (stats["mcp__demo__add"].calls, stats["mcp__demo__add"].errors) == (1, 0)
+
+
+def source_of(kind: str, demo: mcpcall.Client) -> mcpcall.Client | mcpcall.ToolRegistry:
+    """``demo`` itself, or a registry of it alone (closing ``demo`` is all the closing it needs)."""
+    return demo if kind == "client" else mcpcall.ToolRegistry({"demo": demo})
+
+
+@pytest.mark.parametrize("source", ["client", "registry"])
+def test_a_cancelled_start_cancels_its_call_though_the_loop_is_closed_before_it_could(
+        source: str, demo: mcpcall.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The task is cancelled while its call is still being started; the start ends after the task, and the loop
+    closes with the start's hand-back still queued (it never runs): the call is cancelled at the server all the same."""
+    (slow,) = [t for t in mcp_tools(source_of(source, demo), timeout=20) if t.name in ("slow", "mcp__demo__slow")]
+    entered, release = threading.Event(), threading.Event()
+    futures = kept_futures(monkeypatch, before=lambda: (entered.set(), release.wait(10)))
+    loop = asyncio.new_event_loop()
+    try:
+        async def main() -> None:
+            task = asyncio.ensure_future(slow.acall({"seconds": 5}))
+            while not entered.is_set():
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        loop.run_until_complete(main())
+        (start,) = [t for t in threading.enumerate() if t.name == "mcpcall-start-demo"]
+        release.set()  # the start sends the call and hands it back to a loop that will not run again
+        start.join(10)
+    finally:
+        loop.close()
+    assert len(futures) == 1 and futures[0].cancelled()
+    assert demo.call_tool("echo", {"message": "still here"}, timeout=5).text == "still here"
+
+
+class StopsIterating(Mapping[str, Any]):
+    """Arguments whose reading raises StopIteration (a lazy mapping over an iterator that ran out)."""
+
+    def __getitem__(self, key: str) -> Any:
+        raise StopIteration
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(["message"])
+
+    def __len__(self) -> int:
+        return 1
+
+
+@pytest.mark.parametrize("source", ["client", "registry"])
+def test_a_start_that_raises_stop_iteration_ends_the_task_with_an_error(source: str, demo: mcpcall.Client) -> None:
+    (echo,) = [t for t in mcp_tools(source_of(source, demo), timeout=20) if t.name in ("echo", "mcp__demo__echo")]
+
+    async def main() -> BaseException:
+        try:
+            await asyncio.wait_for(echo.acall(StopsIterating()), 10)
+        except BaseException as exc:  # noqa: BLE001 - what the task ended with
+            return exc
+        raise AssertionError("the call did not fail")
+
+    error = run_async(main)
+    assert isinstance(error, RuntimeError) and not isinstance(error, asyncio.TimeoutError), repr(error)
+    assert isinstance(error.__cause__, StopIteration)
+
+
+def shared_names_server(message: Any, reply: Any) -> None:
+    """Two tools whose names become the same in a model API (``a.b`` and ``a_b``); every call is a JSON-RPC error."""
+    if "id" not in message:
+        return
+    method = message["method"]
+    if method == "server/discover":
+        result: dict[str, Any] = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": name, "inputSchema": {"type": "object"}} for name in ("a.b", "a_b")]}
+    else:
+        reply({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32603, "message": "down"}})
+        return
+    reply({"jsonrpc": "2.0", "id": message["id"], "result": dict(result, resultType="complete")})
+
+
+def test_failure_texts_use_the_name_the_model_saw() -> None:
+    from mcpcall.transports.memory import MemoryTransport
+
+    with mcpcall.Client(MemoryTransport(shared_names_server, name="twin"), timeout=10).connect() as client:
+        first, second = mcp_tools(client)
+        assert (first.name, first.tool.name, second.name, second.tool.name) == ("a_b", "a.b", "a_b_2", "a_b")
+        with pytest.raises(mcpcall.ToolCallFailed, match=r"^tool 'a_b_2' of server 'twin' failed: down \(JSON-RPC error -32603\)$"):
+            second.call({})
+        assert str(first.failure(mcpcall.RequestTimeout("late"), 2)) == "tool 'a_b' of server 'twin' did not answer in 2 s; " \
+                                                                         "the call was cancelled"
+        assert str(run_async(lambda: _failed(second.acall({})))) == "tool 'a_b_2' of server 'twin' failed: down (JSON-RPC error -32603)"
+
+
+async def _failed(call: Any) -> BaseException:
+    try:
+        await call
+    except mcpcall.ToolCallFailed as exc:
+        return exc
+    raise AssertionError("the call did not fail")

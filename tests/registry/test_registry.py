@@ -142,7 +142,8 @@ def test_execute_many_with_one_server_hanging_returns_the_others_in_time(three: 
     out = three.execute_many(calls, timeout=3)
     elapsed = time.monotonic() - started
     assert [m["tool_call_id"] for m in out] == ["slow", "sdk", "every", "add"]
-    assert "timed out" in out[0]["content"] and "slow" in out[0]["content"]
+    assert re.fullmatch(r"Error: tool 'slow' of server 'demo' did not answer in 3(\.\d+)? s; the call was cancelled",
+                        out[0]["content"]), out[0]["content"]
     assert out[1]["content"] == "one" and out[2]["content"].endswith("two") and out[3]["content"] == "5"
     assert elapsed < 15  # the deadline ends the hanging call; generous for a loaded machine
     stats = three.stats()
