@@ -44,7 +44,6 @@ ToolProgress = Callable[[str, float, Optional[float], Optional[str]], Any]
 on the client's callbacks thread (never an I/O thread); on the sync path every one has come when the call returns."""
 
 
-
 def require(module: str, extra: str, framework: str) -> Any:
     """Import ``module`` (the framework); without it, an ImportError that names the extra to install."""
     try:
@@ -211,7 +210,7 @@ class MCPTool:
                 value, failed = exc, True
             with lock:
                 handed.append(value)
-                gone = bool(abandoned)
+                gone = bool(abandoned) or box.cancelled()  # cancelled: the task may never run to say so (a read only)
             if gone:
                 _cancel(value)
                 return

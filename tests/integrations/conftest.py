@@ -112,23 +112,43 @@ def kill(client: mcpcall.Client) -> None:
     assert wait_until(lambda: not client.alive, 10), "the client did not notice its server died"
 
 
-def run_async(make: Callable[[], Awaitable[T]]) -> T:
-    """``asyncio.run`` of ``make()`` on a thread of its own (no loop is left on the test's thread)."""
+def on_a_thread(run: Callable[[], T], what: str, name: str = "run-sync") -> T:
+    """``run()`` on a thread of its own, which runs no event loop when it starts (as a sync entry point is called
+    from plain code); its result, or its error raised here. The loop ``run()`` may leave as that thread's default
+    (``Runner.run_sync`` and ``Agent.run_sync`` keep theirs open on purpose) is closed when it returns."""
     box: dict[str, Any] = {}
 
     def main() -> None:
         try:
-            box["value"] = asyncio.run(_wrap(make))
+            box["value"] = run()
         except BaseException as exc:  # noqa: BLE001 - re-raised on the test's thread
             box["error"] = exc
+        finally:
+            close_default_loop()
 
-    thread = threading.Thread(target=main, name="test-loop")
+    thread = threading.Thread(target=main, name=name)
     thread.start()
     thread.join(60)
-    assert not thread.is_alive(), "the event loop did not finish within 60 s"
+    assert not thread.is_alive(), f"{what} did not finish within 60 s"
     if "error" in box:
         raise box["error"]
     return box["value"]  # type: ignore[no-any-return]
+
+
+def close_default_loop() -> None:
+    """Close the loop left as this thread's default, if any, and leave the thread none."""
+    policy = asyncio.get_event_loop_policy()
+    try:
+        loop = policy.get_event_loop()
+    except RuntimeError:
+        return
+    loop.close()
+    policy.set_event_loop(None)
+
+
+def run_async(make: Callable[[], Awaitable[T]]) -> T:
+    """``asyncio.run`` of ``make()`` on a thread of its own (no loop is left on the test's thread)."""
+    return on_a_thread(lambda: asyncio.run(_wrap(make)), "the event loop", name="test-loop")
 
 
 async def _wrap(make: Callable[[], Awaitable[T]]) -> T:
@@ -186,3 +206,25 @@ def no_event_loop(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     yield made
     assert not made, f"an event loop was made on the sync path, on thread(s) {made}"
 
+
+
+NESTED = {"type": "object", "$defs": {"Item": {"type": "object", "required": ["id"], "properties": {
+    "id": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}}}},
+    "properties": {"items": {"type": "array", "items": {"$ref": "#/$defs/Item"}}, "mode": {"enum": ["a", "b"], "default": "a"},
+                   "note": {"type": ["string", "null"]}, "from": {"type": "string"}},
+    "required": ["items", "from"]}
+"""An input schema with a ``$ref`` into ``$defs``, an enum with a default, a nullable and a keyword (``from``) as a name."""
+
+
+def nested_parameters(to_openai: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+    """The OpenAI ``parameters`` a framework makes of :data:`NESTED` (``to_openai(mcp_tool)`` gives its OpenAI tool),
+    checked for what every framework must keep: the required names in order, and ``from`` by its own name. The
+    rest (a ``$ref`` resolved or kept, how a nullable is written) is each framework's to say."""
+    from mcpcall.integrations._core import MCPTool
+    from mcpcall.types.tools import parse_tool
+
+    mcp = MCPTool(None, "nested", "s", parse_tool({"name": "nested", "description": "d", "inputSchema": NESTED}), None)  # type: ignore[arg-type]
+    parameters: dict[str, Any] = to_openai(mcp)["function"]["parameters"]
+    assert parameters["required"] == ["items", "from"]
+    assert "from" in parameters["properties"]  # a Python keyword, shown by its own name
+    return parameters

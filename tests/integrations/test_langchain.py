@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integrations.conftest import framework, kill, run_async, while_loop_runs
+from tests.integrations.conftest import framework, kill, nested_parameters, run_async, while_loop_runs
 
 framework("langchain_core")
 framework("langgraph")
@@ -326,20 +326,8 @@ def test_the_example_runs_with_a_scripted_model() -> None:
     assert "final answer:" in out.stdout
 
 
-NESTED = {"type": "object", "$defs": {"Item": {"type": "object", "required": ["id"], "properties": {
-    "id": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}}}},
-    "properties": {"items": {"type": "array", "items": {"$ref": "#/$defs/Item"}}, "mode": {"enum": ["a", "b"], "default": "a"},
-                   "note": {"type": ["string", "null"]}, "from": {"type": "string"}},
-    "required": ["items", "from"]}
-
-
 def test_a_schema_with_refs_enums_nullables_and_a_keyword_name_reaches_the_model_whole() -> None:
-    from mcpcall.integrations._core import MCPTool
-    from mcpcall.types.tools import parse_tool
-
-    mcp = MCPTool(None, "nested", "s", parse_tool({"name": "nested", "description": "d", "inputSchema": NESTED}), None)  # type: ignore[arg-type]
-    parameters = convert_to_openai_tool(langchain._tool(mcp, False))["function"]["parameters"]
-    assert parameters["required"] == ["items", "from"]
+    parameters = nested_parameters(lambda mcp: convert_to_openai_tool(langchain._tool(mcp, False)))
     assert parameters["properties"]["items"]["items"]["properties"]["id"] == {"type": "integer"}  # the $ref, resolved
     assert parameters["properties"]["mode"] == {"enum": ["a", "b"], "default": "a"}
     assert parameters["properties"]["note"] == {"type": ["string", "null"]}

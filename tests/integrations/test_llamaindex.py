@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integrations.conftest import framework, kill, run_async, while_loop_runs
+from tests.integrations.conftest import framework, kill, nested_parameters, run_async, while_loop_runs
 
 framework("llama_index.core")
 
@@ -264,23 +264,10 @@ def test_the_example_runs_with_a_scripted_llm() -> None:
     assert "final answer:" in out.stdout
 
 
-NESTED = {"type": "object", "$defs": {"Item": {"type": "object", "required": ["id"], "properties": {
-    "id": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}}}},
-    "properties": {"items": {"type": "array", "items": {"$ref": "#/$defs/Item"}}, "mode": {"enum": ["a", "b"], "default": "a"},
-                   "note": {"type": ["string", "null"]}, "from": {"type": "string"}},
-    "required": ["items", "from"]}
-
-
 def test_a_schema_with_refs_enums_nullables_and_a_keyword_name_reaches_the_model() -> None:
-    from mcpcall.integrations._core import MCPTool
-    from mcpcall.types.tools import parse_tool
-
-    mcp = MCPTool(None, "nested", "s", parse_tool({"name": "nested", "description": "d", "inputSchema": NESTED}), None)  # type: ignore[arg-type]
-    parameters = llamaindex._tool(mcp, "nested").metadata.to_openai_tool()["function"]["parameters"]
-    assert parameters["required"] == ["items", "from"]
+    parameters = nested_parameters(lambda mcp: llamaindex._tool(mcp, "nested").metadata.to_openai_tool())
     (item,) = parameters["$defs"].values()
     assert parameters["properties"]["items"]["items"] == {"$ref": f"#/$defs/{item['title']}"}
     assert item["required"] == ["id"] and item["properties"]["id"]["type"] == "integer"
     assert (parameters["properties"]["mode"]["enum"], parameters["properties"]["mode"]["default"]) == (["a", "b"], "a")
     assert {"type": "null"} in parameters["properties"]["note"]["anyOf"]
-    assert "from" in parameters["properties"]  # a Python keyword, shown by its own name

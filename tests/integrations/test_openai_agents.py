@@ -7,14 +7,12 @@ API key is needed.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import importlib
 import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import wait_until
-from tests.integrations.conftest import framework, kill, run_async, while_loop_runs
+from tests.integrations.conftest import framework, kill, on_a_thread, run_async, while_loop_runs
 
 agents = framework("agents")
 
@@ -73,35 +71,9 @@ def run_sync(tools: list[Any], calls: Sequence[tuple[str, str]]) -> tuple[Script
     """``Runner.run_sync`` of an agent with ``tools`` and a model that makes ``calls``, on a thread with no loop."""
     model = ScriptedModel(calls)
     agent = agents.Agent(name="tester", instructions="Use the tools.", model=model, tools=tools)
-    box: dict[str, Any] = {}
-
-    def main() -> None:
-        try:
-            box["result"] = agents.Runner.run_sync(agent, "go")
-        except BaseException as exc:  # noqa: BLE001 - re-raised below
-            box["error"] = exc
-        finally:
-            close_default_loop()
-
-    thread = threading.Thread(target=main, name="run-sync")
-    thread.start()
-    thread.join(60)
-    assert not thread.is_alive(), "Runner.run_sync did not finish"
-    if "error" in box:
-        raise box["error"]
+    result = on_a_thread(lambda: agents.Runner.run_sync(agent, "go"), "Runner.run_sync")
     assert len(model.inputs) == 2, "the run did not go back to the model after the tool calls"
-    return model, box["result"]
-
-
-def close_default_loop() -> None:
-    """Close the loop ``Runner.run_sync`` left as this thread's default (it keeps it open on purpose)."""
-    policy = asyncio.get_event_loop_policy()
-    try:
-        loop = policy.get_event_loop()
-    except RuntimeError:
-        return
-    loop.close()
-    policy.set_event_loop(None)
+    return model, result
 
 
 def seen(tools: list[Any], calls: Sequence[tuple[str, str]]) -> list[Any]:

@@ -6,13 +6,11 @@ the tool-return parts it was sent back (what a real model would read), or on the
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import wait_until
-from tests.integrations.conftest import framework, kill, run_async, while_loop_runs
+from tests.integrations.conftest import framework, kill, on_a_thread, run_async, while_loop_runs
 
 pydantic_ai = framework("pydantic_ai")
 
@@ -74,35 +72,9 @@ def run_sync(tools: list[Any], *turns: Sequence[tuple[str, Any]], **agent_option
     """``Agent.run_sync`` with ``tools`` and a model making ``turns`` of calls, on a thread that runs no loop."""
     script = Script(*turns)
     agent = pydantic_ai.Agent(FunctionModel(script), tools=tools, **agent_options)
-    box: dict[str, Any] = {}
-
-    def main() -> None:
-        try:
-            box["result"] = agent.run_sync("go")
-        except BaseException as exc:  # noqa: BLE001 - re-raised below
-            box["error"] = exc
-        finally:
-            close_default_loop()
-
-    thread = threading.Thread(target=main, name="run-sync")
-    thread.start()
-    thread.join(60)
-    assert not thread.is_alive(), "Agent.run_sync did not finish"
-    if "error" in box:
-        raise box["error"]
-    assert box["result"].output == "finished"
+    result = on_a_thread(lambda: agent.run_sync("go"), "Agent.run_sync")
+    assert result.output == "finished"
     return script
-
-
-def close_default_loop() -> None:
-    """Close the loop ``Agent.run_sync`` left as this thread's default (it keeps it for the next call)."""
-    policy = asyncio.get_event_loop_policy()
-    try:
-        loop = policy.get_event_loop()
-    except RuntimeError:
-        return
-    loop.close()
-    policy.set_event_loop(None)
 
 
 def outcomes(parts: list[Any]) -> list[tuple[str, Any]]:
@@ -273,18 +245,8 @@ def test_everything_schemas_pass_pydantic_ai(everything: mcpcall.Client) -> None
         GoogleJsonSchemaTransformer(schema).walk()
     safe = ["echo", "get-sum", "get-annotated-message", "get-structured-content", "get-resource-links"]
     agent = pydantic_ai.Agent(TestModel(call_tools=safe), tools=tools)
-    box: dict[str, Any] = {}
-
-    def main() -> None:
-        try:
-            box["result"] = agent.run_sync("go")
-        finally:
-            close_default_loop()
-
-    thread = threading.Thread(target=main)
-    thread.start()
-    thread.join(60)
-    returns = [p for m in box["result"].all_messages() for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
+    result = on_a_thread(lambda: agent.run_sync("go"), "Agent.run_sync")
+    returns = [p for m in result.all_messages() for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
     assert sorted(p.tool_name for p in returns) == sorted(safe)
     # TestModel makes up arguments from each schema (a made-up enum value, say); the call is made and answered
     assert all(p.outcome in ("success", "failed") for p in returns), outcomes(returns)

@@ -11,21 +11,21 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, wait
-from typing import Any, Callable, Dict, List
+from typing import Any
 
 import pytest
 
 import mcpcall
 from mcpcall import Client, InvalidRequest, SchemaValidationError, SessionExpired, ToolRegistry
 from mcpcall.registry.failures import model_text
-from mcpcall.transports.memory import MemoryTransport, Reply
+from mcpcall.transports.memory import MemoryTransport
 from tests.conftest import demo_argv
 from tests.servers.http_fault_server import FaultServer as HTTPFaultServer
+from tests.session.test_output_check_thread import recording
+from tests.session.test_output_check_thread import server as adder
 
 pytestmark = pytest.mark.timeout(60)
 
-Msg = Dict[str, Any]
-SUM = {"type": "object", "properties": {"sum": {"type": "integer"}}, "required": ["sum"]}
 
 
 def counted(registry: ToolRegistry, name: str) -> tuple[int, int, int, int, Any]:
@@ -134,38 +134,6 @@ def test_call_again_refuses_a_future_that_did_not_expire(forgetful: tuple[HTTPFa
 # -- the outputSchema check: on the reading side ----------------------------------------------------
 
 
-def adder(structured: Any) -> Callable[[Msg, Reply], None]:
-    """A modern-era server with one tool, ``add``, whose structured content is ``structured``."""
-
-    def answer(m: Msg, reply: Reply) -> None:
-        if "id" not in m:
-            return
-        method = m["method"]
-        if method == "server/discover":
-            result: Msg = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}}
-        elif method == "tools/list":
-            result = {"tools": [{"name": "add", "inputSchema": {"type": "object"}, "outputSchema": SUM}]}
-        else:
-            result = {"content": [{"type": "text", "text": "3"}], "structuredContent": structured}
-        reply({"jsonrpc": "2.0", "id": m["id"], "result": dict(result, resultType="complete")})
-
-    return answer
-
-
-def recording(client: Client) -> List[str]:
-    """Wrap the client's check of tool ``add``: the names of the threads it runs on."""
-    threads: List[str] = []
-    checks = client._tools._output_checks
-    original = checks["add"]
-
-    def check(value: Any, *deadline: float) -> None:
-        threads.append(threading.current_thread().name)
-        original(value, *deadline)
-
-    checks["add"] = check
-    return threads
-
-
 def drained(client: Client) -> bool:
     """True once everything queued on the client's callbacks thread so far (the registry's done-callbacks) has run."""
     ran = threading.Event()
@@ -190,7 +158,7 @@ def test_call_future_checks_the_result_where_it_is_read_and_counts_it_as_call_do
         future = registry.call_future("mcp__adder__add", {})
         assert wait([future], 10).done and drained(client)  # done, and the registry heard of it (nothing read yet)
         assert threads == [threading.current_thread().name]  # not checked on the callbacks thread
-        reader: List[Any] = []
+        reader: list[Any] = []
         thread = threading.Thread(target=lambda: reader.append(future.exception(10)), name="user-reader")
         thread.start()
         thread.join(10)
