@@ -1,7 +1,8 @@
 """A legacy-era stdio MCP server that tries what a malicious server would (standard library only).
 
-``python tests/servers/hostile_server.py [ARG ...]``: the arguments are only reported back.
-Its tools:
+``python tests/servers/hostile_server.py [ARG ...]``: the arguments are reported back, and two of them
+change how ``tools/list`` pages: ``--endless-pages`` (every page names a new ``nextCursor``) and
+``--same-cursor`` (every page names the same one). Its tools:
 
 ``argv``       answers ``sys.argv[1:]`` as JSON: what reached the program, word for word
 ``environ``    answers the names of the environment it was started with (``/proc/self/environ``:
@@ -88,7 +89,12 @@ def main() -> None:
             result: object = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
                               "serverInfo": {"name": "hostile", "version": "1"}}
         elif method == "tools/list":
-            result = {"tools": TOOLS}
+            page = int(params.get("cursor") or 0)
+            result = {"tools": TOOLS if page == 0 else []}
+            if "--endless-pages" in sys.argv:
+                result["nextCursor"] = str(page + 1)
+            elif "--same-cursor" in sys.argv:
+                result["nextCursor"] = "1"
         elif method == "tools/call":
             try:
                 text = call(params["name"], params.get("arguments") or {}, params.get("_meta") or {}, lines)
