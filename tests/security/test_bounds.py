@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any, Dict, List
 
@@ -16,7 +17,7 @@ import pytest
 import mcpcall
 from mcpcall import ConnectionClosed, ProtocolError
 from tests.conftest import PYTHON, SERVERS, wait_until
-from tests.servers.http_fault_server import FaultServer, Reply
+from tests.servers.http_fault_server import FaultServer, Reply, big_text
 
 HOSTILE = str(SERVERS / "hostile_server.py")
 STDERR_LINE_LIMIT = 64 * 1024  # a stderr line longer than this is passed on in pieces
@@ -81,3 +82,32 @@ def test_an_answer_nested_past_the_parsers_limit_fails_its_call_and_nothing_else
             client.call_tool("echo", {"message": "deep"})
         server.fail.clear()
         assert client.call_tool("echo", {"message": "after"}).text == "after"
+
+
+# -- events on a stream that every request shares ----------------------------------------------------------
+
+
+def test_an_http_sse_stream_event_over_the_limit_fails_its_call(server: FaultServer) -> None:
+    # The 2024-11-05 HTTP+SSE transport: every answer is an event on one GET stream, read through the same
+    # decoder as every SSE stream (tests/jsonrpc/test_sse.py: an event is refused while it grows past the limit).
+    server.modern = False
+    with mcpcall.connect(server.origin + "/sse", protocol="auto", max_message_bytes=100_000, timeout=20) as client:
+        assert client.call_tool("big", {"size": 50_000}).text == big_text(50_000)
+        with pytest.raises(mcpcall.MCPError, match="limit"):
+            client.call_tool("big", {"size": 400_000})
+
+
+def test_a_listen_stream_event_over_the_limit_is_dropped_and_the_client_goes_on(server: FaultServer,
+                                                                              caplog: pytest.LogCaptureFixture) -> None:
+    # The Streamable HTTP GET stream of server-initiated messages: an event too large ends that stream
+    # (it is opened again); the message never reaches the application.
+    server.modern = False
+    server.get_stream = "sse"
+    caplog.set_level(logging.DEBUG, logger="mcpcall")
+    logged: List[Any] = []
+    with mcpcall.connect(server.url, protocol="legacy", max_message_bytes=100_000, timeout=20, on_log=lambda level, logger, data: logged.append(data)) as client:
+        assert wait_until(lambda: server.get_streams_open >= 1, timeout=10)
+        server.push({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "error", "data": "x" * 400_000}})
+        assert wait_until(lambda: "limit" in caplog.text, timeout=10), caplog.text
+        assert client.call_tool("echo", {"message": "after"}).text == "after"
+    assert all(len(repr(data)) < 100_000 for data in logged)
