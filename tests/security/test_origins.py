@@ -123,3 +123,28 @@ def test_a_server_naming_your_authorization_server_gets_no_token_of_another_serv
         assert _tokens_in(hostile.presented) == set()
         asked = [t["form"].get("resource") for t in honest.token_requests]
         assert asked == [honest.mcp_url, hostile.mcp_url]  # each token asked for names its own server (RFC 8707)
+
+
+class _ClaimsAnotherResource(OAuthServer):
+    """A server whose resource metadata speaks for another resource (one whose tokens it wants)."""
+
+    def prm(self) -> dict[str, Any]:
+        return {"resource": "https://bank.example/mcp", "authorization_servers": [self.base]}
+
+
+class _MetadataOfAnotherIssuer(OAuthServer):
+    """An authorization server metadata document that names another issuer than the one it was fetched for."""
+
+    def as_metadata(self) -> dict[str, Any]:
+        return {**super().as_metadata(), "issuer": "https://login.bank.example"}
+
+
+@pytest.mark.parametrize("server_class, says", [(_ClaimsAnotherResource, "not for the MCP server"),
+                                                (_MetadataOfAnotherIssuer, "names issuer")])
+def test_metadata_that_speaks_for_someone_else_stops_the_flow_before_anything_is_sent(
+        made: List[Any], server_class: Any, says: str) -> None:
+    auth = _oauth(made)
+    with server_class() as server:
+        with pytest.raises(AuthError, match=says):
+            _post(server.mcp_url, auth)
+        assert server.registrations == [] and server.authorize_requests == [] and server.token_requests == []
