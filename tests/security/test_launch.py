@@ -69,6 +69,19 @@ def test_a_config_files_command_is_one_program_never_a_command_line(tmp_path: Pa
     assert not marker.exists()
 
 
+def test_a_descriptor_marked_inheritable_is_not_passed_to_the_server(tmp_path: Path) -> None:
+    # Python opens descriptors non-inheritable; one an application marked inheritable still stays out of the server.
+    fd = os.open(tmp_path / "private", os.O_RDWR | os.O_CREAT, 0o600)
+    high = os.dup2(fd, 200, inheritable=True)
+    try:
+        assert os.get_inheritable(high)
+        fds = _tool([PYTHON, HOSTILE], "fds")
+    finally:
+        os.close(high)
+        os.close(fd)
+    assert high not in fds and {0, 1, 2} <= set(fds)
+
+
 # -- the environment ----------------------------------------------------------------------------------------
 
 
