@@ -87,14 +87,17 @@ def test_an_answer_nested_past_the_parsers_limit_fails_its_call_and_nothing_else
 # -- events on a stream that every request shares ----------------------------------------------------------
 
 
-def test_an_http_sse_stream_event_over_the_limit_fails_its_call(server: FaultServer) -> None:
+def test_an_http_sse_stream_event_over_the_limit_ends_that_connection(server: FaultServer) -> None:
     # The 2024-11-05 HTTP+SSE transport: every answer is an event on one GET stream, read through the same
     # decoder as every SSE stream (tests/jsonrpc/test_sse.py: an event is refused while it grows past the limit).
+    # A stream cut mid-event cannot be read on: the connection is over, and says so.
     server.modern = False
     with mcpcall.connect(server.origin + "/sse", protocol="auto", max_message_bytes=100_000, timeout=20) as client:
         assert client.call_tool("big", {"size": 50_000}).text == big_text(50_000)
-        with pytest.raises(mcpcall.MCPError, match="limit"):
+        with pytest.raises(ConnectionClosed, match="over the limit of 100000 bytes"):
             client.call_tool("big", {"size": 400_000})
+        with pytest.raises(ConnectionClosed, match="connect again"):
+            client.call_tool("echo", {"message": "after"})
 
 
 def test_a_listen_stream_event_over_the_limit_is_dropped_and_the_client_goes_on(server: FaultServer,
