@@ -10,7 +10,7 @@ import gc
 import json
 import logging
 from collections.abc import Iterator
-from typing import Any, Dict, List
+from typing import Any
 
 import pytest
 
@@ -27,11 +27,11 @@ MAX_PAGES = 10_000  # a listing stops after this many pages (SECURITY.rst, READM
 
 def test_an_endless_stderr_line_is_passed_on_in_bounded_pieces() -> None:
     size = 8 << 20  # 8 MiB without a newline
-    pieces: List[str] = []
+    pieces: list[str] = []
     with mcpcall.connect([PYTHON, HOSTILE], stderr=pieces.append, protocol="legacy", timeout=30) as client:
         assert client.call_tool("shout", {"size": size}).text == "done"
         assert wait_until(lambda: sum(map(len, pieces)) >= size, timeout=20), sum(map(len, pieces))
-        tail: List[str] = client.transport.stderr_tail  # type: ignore[attr-defined]
+        tail: list[str] = client.transport.stderr_tail  # type: ignore[attr-defined]
     assert sum(map(len, pieces)) == size and set("".join(pieces)) == {"x"}  # nothing lost, nothing added
     assert max(map(len, pieces)) <= STDERR_LINE_LIMIT + READ_CHUNK
     assert tail and max(map(len, tail)) <= 1001  # the tail kept for error messages: 1,000 characters a line, and "…"
@@ -45,9 +45,9 @@ def test_a_listing_that_never_ends_stops_at_the_page_limit() -> None:
 
 
 def test_a_listing_that_repeats_its_cursor_stops_at_once() -> None:
-    with mcpcall.connect([PYTHON, HOSTILE, "--same-cursor"], protocol="legacy", timeout=20) as client:
-        with pytest.raises(ProtocolError, match="repeated or sent a bad nextCursor"):
-            client.list_tools()
+    with mcpcall.connect([PYTHON, HOSTILE, "--same-cursor"], protocol="legacy", timeout=20) as client, \
+            pytest.raises(ProtocolError, match="repeated or sent a bad nextCursor"):
+        client.list_tools()
 
 
 # -- nesting -------------------------------------------------------------------------------------------------
@@ -63,7 +63,7 @@ def server() -> Iterator[FaultServer]:
         s.stop()
 
 
-def _deep_answer(message: Dict[str, Any]) -> bytes:
+def _deep_answer(message: dict[str, Any]) -> bytes:
     """An answer to ``message`` whose result nests 100,000 arrays (json.loads: RecursionError)."""
     return b'{"jsonrpc":"2.0","id":' + json.dumps(message["id"]).encode() + b',"result":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
 
@@ -107,7 +107,7 @@ def test_a_listen_stream_event_over_the_limit_is_dropped_and_the_client_goes_on(
     server.modern = False
     server.get_stream = "sse"
     caplog.set_level(logging.DEBUG, logger="mcpcall")
-    logged: List[Any] = []
+    logged: list[Any] = []
     with mcpcall.connect(server.url, protocol="legacy", max_message_bytes=100_000, timeout=20, on_log=lambda level, logger, data: logged.append(data)) as client:
         assert wait_until(lambda: server.get_streams_open >= 1, timeout=10)
         server.push({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "error", "data": "x" * 400_000}})

@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any
 
 import pytest
 
@@ -48,7 +48,7 @@ print(json.dumps(out))
 """
 
 
-def _watched_browsers(tmp_path: Path) -> Dict[str, str]:
+def _watched_browsers(tmp_path: Path) -> dict[str, str]:
     """Environment changes that make every way of opening a URL leave a mark in ``tmp_path / "opened"``."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -69,7 +69,7 @@ def test_the_library_hands_the_url_to_the_application_and_opens_nothing(tmp_path
     done = subprocess.run([sys.executable, "-c", LIBRARY, HOSTILE], capture_output=True, text=True, env=env, timeout=50,
                           check=False)
     assert done.returncode == 0, done.stderr[-3000:]
-    out: Dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["without_handler"]["error"]["code"] == -32601  # no handler: the request is refused
     assert out["with_handler"] == {"result": {"action": "decline"}}  # the handler's answer, as it gave it
     [params] = out["seen"]

@@ -10,7 +10,7 @@ import json
 import os
 import shlex
 from pathlib import Path
-from typing import Any, List
+from typing import Any
 
 import pytest
 
@@ -104,7 +104,7 @@ def test_a_config_entrys_env_is_added_to_the_allow_list(tmp_path: Path, monkeypa
     config.write_text(json.dumps({"mcpServers": {"s": {
         "command": PYTHON, "args": [HOSTILE], "env": {"TOKEN": "${MCPCALL_T_SECRET}"}, "envFile": "server.env"}}}))
     with mcpcall.load_config(str(config))["s"].connect(**FAST) as client:
-        names: List[str] = json.loads(client.call_tool("environ", {}).text)
+        names: list[str] = json.loads(client.call_tool("environ", {}).text)
     assert set(names) == _allowed_here() | {"TOKEN", "FROM_FILE"}  # the secret only where the file names it
 
 

@@ -12,19 +12,19 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Iterator
-from typing import Any, List
+from typing import Any
 
 import pytest
 import requests
 
 pytest.importorskip("jwt")  # the peers sign and check JWTs with PyJWT (the test extra)
 
-import mcpcall  # noqa: E402
-from mcpcall.auth.discovery import AuthError  # noqa: E402
-from mcpcall.auth.grants import ClientCredentials, EnterpriseAuth, JWTBearer  # noqa: E402
-from mcpcall.auth.jose import SigningKey  # noqa: E402
-from tests.servers.grant_server import GrantServer  # noqa: E402
-from tests.servers.oauth_server import OAuthServer  # noqa: E402
+import mcpcall
+from mcpcall.auth.discovery import AuthError
+from mcpcall.auth.grants import ClientCredentials, EnterpriseAuth, JWTBearer
+from mcpcall.auth.jose import SigningKey
+from tests.servers.grant_server import GrantServer
+from tests.servers.oauth_server import OAuthServer
 
 SECRET = "client-s3cret-never-sent-twice"
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
@@ -32,9 +32,9 @@ REDIRECT = "http://127.0.0.1:9/callback"
 
 
 @pytest.fixture
-def made() -> Iterator[List[Any]]:
+def made() -> Iterator[list[Any]]:
     """Auth objects the test makes, closed after it."""
-    objects: List[Any] = []
+    objects: list[Any] = []
     yield objects
     for auth in objects:
         auth.close()
@@ -47,7 +47,7 @@ def _post(url: str, auth: Any) -> requests.Response:
     return response
 
 
-def _tokens_in(presented: List[str]) -> set:
+def _tokens_in(presented: list[str]) -> set:
     return {header.split(" ", 1)[1] for header in presented if " " in header}
 
 
@@ -63,7 +63,7 @@ def _grant(kind: str, honest: GrantServer, idp: SigningKey) -> Any:
 
 
 @pytest.mark.parametrize("kind", ["client_credentials", "jwt_bearer", "token_exchange"])
-def test_no_grant_sends_anything_to_the_authorization_server_a_second_server_names(kind: str, made: List[Any]) -> None:
+def test_no_grant_sends_anything_to_the_authorization_server_a_second_server_names(kind: str, made: list[Any]) -> None:
     idp = SigningKey.generate()
     clients = {"svc": SECRET, "mcp-client": SECRET}
     with GrantServer(secrets_=clients, assertion_key=idp.public_key()) as honest, \
@@ -88,13 +88,13 @@ def _follow(url: str) -> str:
     return str(response.headers["Location"])
 
 
-def _oauth(made: List[Any]) -> mcpcall.OAuth:
+def _oauth(made: list[Any]) -> mcpcall.OAuth:
     auth = mcpcall.OAuth(redirect_uri=REDIRECT, redirect_handler=_follow, timeout=5.0)
     made.append(auth)
     return auth
 
 
-def test_one_oauth_object_sends_each_server_only_its_own_token(made: List[Any]) -> None:
+def test_one_oauth_object_sends_each_server_only_its_own_token(made: list[Any]) -> None:
     auth = _oauth(made)
     with OAuthServer() as first, OAuthServer() as second:
         for server in (first, second, first, second):
@@ -113,7 +113,7 @@ class _NamesAnother(OAuthServer):
         return {"resource": self.mcp_url, "authorization_servers": [self.named]}
 
 
-def test_a_server_naming_your_authorization_server_gets_no_token_of_another_server(made: List[Any]) -> None:
+def test_a_server_naming_your_authorization_server_gets_no_token_of_another_server(made: list[Any]) -> None:
     auth = _oauth(made)
     with OAuthServer() as honest, _NamesAnother() as hostile:
         hostile.named = honest.base
@@ -142,7 +142,7 @@ class _MetadataOfAnotherIssuer(OAuthServer):
 @pytest.mark.parametrize("server_class, says", [(_ClaimsAnotherResource, "not for the MCP server"),
                                                 (_MetadataOfAnotherIssuer, "names issuer")])
 def test_metadata_that_speaks_for_someone_else_stops_the_flow_before_anything_is_sent(
-        made: List[Any], server_class: Any, says: str) -> None:
+        made: list[Any], server_class: Any, says: str) -> None:
     auth = _oauth(made)
     with server_class() as server:
         with pytest.raises(AuthError, match=says):

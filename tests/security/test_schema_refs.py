@@ -12,19 +12,19 @@ from __future__ import annotations
 import http.server
 import threading
 from collections.abc import Iterator
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable
 
 import pytest
 
 from mcpcall import Client, MCPError
 from mcpcall.transports.memory import MemoryTransport, Reply
 
-Msg = Dict[str, Any]
+Msg = dict[str, Any]
 
 
 @pytest.fixture
 def canary() -> Iterator[tuple]:
-    hits: List[str] = []
+    hits: list[str] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -50,7 +50,7 @@ def canary() -> Iterator[tuple]:
         thread.join(5)
 
 
-def _remote_schemas(base: str) -> List[Dict[str, Any]]:
+def _remote_schemas(base: str) -> list[dict[str, Any]]:
     """Object schemas whose property ``x`` can only be checked by fetching something from ``base``."""
     return [
         {"type": "object", "properties": {"x": {"$ref": f"{base}/absolute.json"}}},
@@ -61,7 +61,7 @@ def _remote_schemas(base: str) -> List[Dict[str, Any]]:
     ]
 
 
-def _serve(where: str, schema: Dict[str, Any]) -> Callable[[Msg, Reply], None]:
+def _serve(where: str, schema: dict[str, Any]) -> Callable[[Msg, Reply], None]:
     tool: Msg = {"name": "t", "inputSchema": {"type": "object"}}
     tool["inputSchema" if where == "input" else "outputSchema"] = schema
 

@@ -16,7 +16,7 @@ import socket
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Callable, List
+from typing import Any, Callable
 
 import pytest
 
@@ -53,9 +53,9 @@ def other() -> Iterator[FaultServer]:
         s.stop()
 
 
-def _chain(exc: BaseException) -> List[BaseException]:
+def _chain(exc: BaseException) -> list[BaseException]:
     """``exc`` and everything reachable through ``args``, ``__cause__`` and ``__context__``."""
-    seen: List[BaseException] = []
+    seen: list[BaseException] = []
     todo = [exc]
     while todo:
         item = todo.pop()
@@ -67,7 +67,7 @@ def _chain(exc: BaseException) -> List[BaseException]:
     return seen
 
 
-def _shown(exc: BaseException) -> List[str]:
+def _shown(exc: BaseException) -> list[str]:
     texts = []
     for item in _chain(exc):
         texts += [str(item), repr(item), *map(repr, item.args)]
@@ -75,12 +75,12 @@ def _shown(exc: BaseException) -> List[str]:
     return texts
 
 
-def _logged(records: List[logging.LogRecord]) -> List[str]:
+def _logged(records: list[logging.LogRecord]) -> list[str]:
     formatter = logging.Formatter("%(name)s %(levelname)s %(message)s")
     return [formatter.format(record) for record in records]
 
 
-def _assert_clean(texts: List[str]) -> None:
+def _assert_clean(texts: list[str]) -> None:
     for text in texts:
         assert MARK not in text, text
 
@@ -103,7 +103,7 @@ def test_every_http_failure_keeps_url_credentials_tokens_and_headers_out_of_sigh
         server: FaultServer, other: FaultServer, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     url = f"http://user:{USER_PASSWORD}@127.0.0.1:{server.port}/mcp?api_key={QUERY_KEY}"
-    errors: List[BaseException] = []
+    errors: list[BaseException] = []
     client = mcpcall.connect(url, auth=TOKEN, headers={"X-Api-Key": HEADER}, protocol="legacy", timeout=5,
                              max_message_bytes=100_000)
     texts = [repr(client), str(client), repr(client.transport), repr(getattr(client.transport, "auth", None))]
@@ -148,7 +148,7 @@ def test_an_unreachable_server_keeps_every_secret_of_its_url_and_headers_out_of_
 def test_a_stdio_servers_environment_stays_out_of_sight(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     env = {"API_KEY": ENV_VALUE}
-    texts: List[str] = []
+    texts: list[str] = []
     not_executable = tmp_path / "server"
     not_executable.write_text("#!/bin/sh\n")
     for argv in (fault_argv("exit-at-start"), [str(tmp_path / "missing-server")], [str(not_executable)],

@@ -13,7 +13,6 @@ import ast
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Set, Tuple
 
 import pytest
 
@@ -35,15 +34,15 @@ class Section:
     title: str
     level: int
     line: int  # 1-based line of the title
-    body: List[str] = field(default_factory=list)
+    body: list[str] = field(default_factory=list)
 
 
-def sections(text: str) -> List[Section]:
+def sections(text: str) -> list[Section]:
     """The document's sections in order, each with its level (as docutils assigns them) and its own text."""
     lines = text.splitlines()
-    styles: List[Tuple[str, bool]] = []
-    found: List[Section] = []
-    preamble: List[str] = []
+    styles: list[tuple[str, bool]] = []
+    found: list[Section] = []
+    preamble: list[str] = []
     i = 0
     while i < len(lines):
         title = lines[i].strip()
@@ -63,7 +62,7 @@ def sections(text: str) -> List[Section]:
     return found
 
 
-def claims(found: List[Section]) -> List[Section]:
+def claims(found: list[Section]) -> list[Section]:
     """The sections under the part titled CLAIMS_PART."""
     start = next((n for n, s in enumerate(found) if s.title == CLAIMS_PART), None)
     assert start is not None, f"SECURITY.rst has no section titled {CLAIMS_PART!r}"
@@ -75,19 +74,19 @@ def claims(found: List[Section]) -> List[Section]:
     return out
 
 
-def leaves(part: List[Section]) -> List[Section]:
+def leaves(part: list[Section]) -> list[Section]:
     """The claim sections that have no subsection of their own."""
     return [s for n, s in enumerate(part) if n + 1 == len(part) or part[n + 1].level <= s.level]
 
 
-def references(text: str) -> List[Tuple[str, str]]:
+def references(text: str) -> list[tuple[str, str]]:
     return REFERENCE.findall(text)
 
 
-def defined_tests(path: Path) -> Set[str]:
+def defined_tests(path: Path) -> set[str]:
     """The tests pytest would collect from ``path``: ``name`` and ``TestClass::name``."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    names: Set[str] = set()
+    names: set[str] = set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
             names.add(node.name)
@@ -97,9 +96,9 @@ def defined_tests(path: Path) -> Set[str]:
     return names
 
 
-def missing_tests(refs: List[Tuple[str, str]], root: Path = ROOT) -> List[str]:
+def missing_tests(refs: list[tuple[str, str]], root: Path = ROOT) -> list[str]:
     """The references among ``refs`` that name no test."""
-    known: Dict[str, Set[str]] = {}
+    known: dict[str, set[str]] = {}
     missing = []
     for path, name in refs:
         file = root / path
@@ -113,7 +112,7 @@ def missing_tests(refs: List[Tuple[str, str]], root: Path = ROOT) -> List[str]:
     return missing
 
 
-def unproved_claims(text: str) -> List[str]:
+def unproved_claims(text: str) -> list[str]:
     """The claim sections (without subsections) that name no test."""
     return [f"line {s.line}: {s.title}" for s in leaves(claims(sections(text))) if not references("\n".join(s.body))]
 

@@ -7,7 +7,6 @@ import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import List
 
 import pytest
 
@@ -70,7 +69,7 @@ def test_a_token_path_that_is_a_symlink_or_not_a_file_is_refused(tmp_path: Path)
         FileTokenStore(link).get(ISSUER, RESOURCE)
     fifo = tmp_path / "fifo.json"  # opening it to read would wait for a writer, for ever
     os.mkfifo(fifo, 0o600)
-    outcome: List[BaseException] = []
+    outcome: list[BaseException] = []
 
     def read_fifo() -> None:
         try:
