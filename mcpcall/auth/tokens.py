@@ -399,13 +399,18 @@ class FileTokenStore:
 
     def _bytes(self) -> bytes | None:
         """The file's contents (after checking it is a private regular file), or ``None`` when there is none."""
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        # O_NONBLOCK: a FIFO (or a device) at the path must not block the open; fstat then refuses it.
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
         try:
             fd = os.open(self.path, flags)
         except FileNotFoundError:
             return None
+        try:
+            self._check_safe(os.fstat(fd))  # before fdopen, which refuses a directory (and would leave fd open)
+        except BaseException:
+            os.close(fd)
+            raise
         with os.fdopen(fd, "rb") as f:
-            self._check_safe(os.fstat(f.fileno()))
             return f.read()
 
     def _read(self) -> dict[tuple[str, str], Token]:

@@ -87,6 +87,7 @@ class GrantServer:
         self.other_hits: list[str] = []
         self.unauthorized = 0
         self.mcp_ok = 0
+        self.presented: list[str] = []  # the Authorization header of every POST to /mcp ("" when none)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.httpd.daemon_threads = True
         self.httpd.app = self  # type: ignore[attr-defined]
@@ -312,6 +313,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _mcp(self, body: bytes) -> None:
         app = self.app
         header = self.headers.get("Authorization", "")
+        with app.lock:
+            app.presented.append(header)
         if app.reject_tokens or not (header.startswith("Bearer ") and app.valid(header[7:])):
             with app.lock:
                 app.unauthorized += 1

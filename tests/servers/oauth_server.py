@@ -83,6 +83,7 @@ class OAuthServer:
         self.token_requests: list[dict[str, Any]] = []
         self.unauthorized = 0
         self.mcp_ok = 0
+        self.presented: list[str] = []  # the Authorization header of every request to /mcp ("" when none)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.httpd.daemon_threads = True
         self.httpd.app = self  # type: ignore[attr-defined]
@@ -336,6 +337,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _mcp(self, body: bytes) -> None:
         app = self.app
         header = self.headers.get("Authorization", "")
+        with app.lock:
+            app.presented.append(header)
         scheme, _, access = header.partition(" ")
         metadata = app.resource_metadata_url or app.base + "/.well-known/oauth-protected-resource/mcp"
         ok = scheme == ("DPoP" if app.dpop else "Bearer") and app.valid(access)
