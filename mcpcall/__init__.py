@@ -160,6 +160,7 @@ if TYPE_CHECKING:
         JWTBearer,
         MemoryTokenStore,
         OAuth,
+        RedisTokenStore,
         Token,
     )
     from .registry import RegisteredTool, ToolRegistry, ToolStats
@@ -176,6 +177,7 @@ _LAZY = {
     "Token": "auth",
     "MemoryTokenStore": "auth",
     "FileTokenStore": "auth",
+    "RedisTokenStore": "auth",
 }
 
 
@@ -226,6 +228,7 @@ __all__ = [
     "ProtocolError",
     "RPCError",
     "ReadResourceResult",
+    "RedisTokenStore",
     "RegisteredTool",
     "RequestFuture",
     "RequestTimeout",
