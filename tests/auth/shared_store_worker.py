@@ -8,12 +8,14 @@ then, for each line ``go <epoch seconds>`` on stdin, it waits until that moment 
 worker sends at once), sends a ``ping`` and prints ``{"status": ..., "sent": <the access token
 sent>, "history": <statuses before it>}``; ``hold <issuer> <resource> <lease>`` takes the store's
 refresh lock, prints ``{"held": true}`` and keeps it until the process is killed; ``quit`` (or
-end of input) ends it.
+end of input) ends it. ``MCPCALL_TEST_LEASE`` (seconds) shortens the lease of the store's refresh
+lock that OAuth takes, to make a holder overrun it on purpose.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -48,6 +50,9 @@ def _ping(url: str, auth: OAuth) -> dict[str, object]:
 def main() -> None:
     spec, url, client_id, client_secret, timeout = sys.argv[1:6]
     store = _store(spec)
+    lease = os.environ.get("MCPCALL_TEST_LEASE")
+    if lease:
+        OAuth._lease = lambda self: float(lease)  # type: ignore[method-assign]
     auth = None
     if url != "-":
         auth = OAuth(client_id=client_id, client_secret=client_secret, token_store=store, interactive=False,

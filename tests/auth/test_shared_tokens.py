@@ -45,10 +45,10 @@ RES = "https://mcp.example/mcp"
 class Worker:
     """One worker process (tests/auth/shared_store_worker.py): lines in on stdin, JSON lines out on stdout."""
 
-    def __init__(self, store: str, url: str, timeout: float) -> None:
+    def __init__(self, store: str, url: str, timeout: float, env: dict[str, str] | None = None) -> None:
         self.process = subprocess.Popen(
             [PYTHON, "-m", "tests.auth.shared_store_worker", store, url, CLIENT, SECRET, str(timeout)],
-            cwd=str(ROOT), env={**os.environ, "PYTHONPATH": child_pythonpath()},
+            cwd=str(ROOT), env={**os.environ, "PYTHONPATH": child_pythonpath(), **(env or {})},
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         )
         self._buffer = b""
@@ -145,8 +145,8 @@ def make_due(srv: OAuthServer, store: TokenStore) -> Token:
 
 
 @contextmanager
-def workers(spec: str, url: str, count: int, timeout: float = 5.0) -> Iterator[list[Worker]]:
-    made = [Worker(spec, url, timeout) for _ in range(count)]
+def workers(spec: str, url: str, count: int, timeout: float = 5.0, env: dict[str, str] | None = None) -> Iterator[list[Worker]]:
+    made = [Worker(spec, url, timeout, env) for _ in range(count)]
     try:
         yield made
     finally:
@@ -197,6 +197,37 @@ def test_a_refresher_killed_mid_refresh_holds_the_others_up_only_until_its_lease
                 newest_access, newest_refresh = srv.issued[-1]
                 assert (answer["status"], answer["history"], answer["sent"]) == (200, [], newest_access)
                 assert srv.refresh_count == 2 and srv.refresh_rejected == 0
+                stored = store.get(srv.base, srv.mcp_url)
+                assert stored is not None and (stored.access_token, stored.refresh_token) == (newest_access, newest_refresh)
+        finally:
+            hold.set()
+
+
+def test_a_refresher_that_overran_its_lease_does_not_replace_the_newer_token(redis_url: str) -> None:
+    """Redis: the first refresher's token request outlasts its (shortened) lease; the second takes the lock and
+    refreshes; the first's late answer (invalid_grant: its refresh token was spent by then) must not overwrite
+    the second's token, whose rotated refresh token would be lost."""
+    spec = f"redis:{redis_url}"
+    hold = threading.Event()
+    with OAuthServer(clients={CLIENT: SECRET}, refresh_hold=hold) as srv, opened(spec) as store:
+        try:
+            sign_in(srv, store)
+            with workers(spec, srv.mcp_url, 2, timeout=20.0, env={"MCPCALL_TEST_LEASE": "1.0"}) as (first, second):
+                assert [first.read(), second.read()] == [{"ready": 200}] * 2
+                make_due(srv, store)
+                first.send(f"go {time.time()}")
+                assert wait_until(lambda: srv.refresh_count == 1, timeout=30)  # held at the server, lock held
+                lock_key = store.lock_key(srv.base, srv.mcp_url)  # type: ignore[attr-defined]
+                assert wait_until(lambda: store._redis.pttl(lock_key) < 0, timeout=10)  # type: ignore[attr-defined]
+                srv.refresh_hold = None
+                second.send(f"go {time.time()}")  # takes the lock whose lease ran out, refreshes
+                second_answer = second.read(60)
+                newest_access, newest_refresh = srv.issued[-1]
+                assert (second_answer["status"], second_answer["sent"]) == (200, newest_access)
+                hold.set()  # the first refresh is answered now: invalid_grant, its refresh token was spent
+                first_answer = first.read(60)
+                assert srv.refresh_rejected == 1 and srv.refresh_count == 2
+                assert (first_answer["status"], first_answer["sent"]) == (200, newest_access)  # it uses the newer token
                 stored = store.get(srv.base, srv.mcp_url)
                 assert stored is not None and (stored.access_token, stored.refresh_token) == (newest_access, newest_refresh)
         finally:
