@@ -9,7 +9,9 @@ worker sends at once), sends a ``ping`` and prints ``{"status": ..., "sent": <th
 sent>, "history": <statuses before it>}``; ``hold <issuer> <resource> <lease>`` takes the store's
 refresh lock, prints ``{"held": true}`` and keeps it until the process is killed; ``quit`` (or
 end of input) ends it. ``MCPCALL_TEST_LEASE`` (seconds) shortens the lease of the store's refresh
-lock that OAuth takes, to make a holder overrun it on purpose.
+lock that OAuth takes, to make a holder overrun it on purpose. ``MCPCALL_TEST_GRANT=client_credentials``:
+a :class:`~mcpcall.auth.grants.ClientCredentials` object instead of OAuth, and no ``ping`` before
+``{"ready": 0}`` (the first ``go`` gets the first token).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import time
 
 import requests
 
+from mcpcall.auth.grants import ClientCredentials
 from mcpcall.auth.oauth import OAuth
 from mcpcall.auth.tokens import FileTokenStore, TokenStore
 
@@ -41,7 +44,7 @@ def _say(message: object) -> None:
     sys.stdout.flush()
 
 
-def _ping(url: str, auth: OAuth) -> dict[str, object]:
+def _ping(url: str, auth: requests.auth.AuthBase) -> dict[str, object]:
     response = requests.post(url, json=PING, auth=auth, timeout=30)
     sent = response.request.headers.get("Authorization", "")
     return {"status": response.status_code, "sent": str(sent).partition(" ")[2], "history": [r.status_code for r in response.history]}
@@ -53,11 +56,16 @@ def main() -> None:
     lease = os.environ.get("MCPCALL_TEST_LEASE")
     if lease:
         OAuth._lease = lambda self: float(lease)  # type: ignore[method-assign]
-    auth = None
-    if url != "-":
+    auth: OAuth | ClientCredentials | None = None
+    if url == "-":
+        _say({"ready": 0})
+    elif os.environ.get("MCPCALL_TEST_GRANT") == "client_credentials":
+        auth = ClientCredentials(client_id, client_secret, token_store=store, timeout=float(timeout))
+        _say({"ready": 0})
+    else:
         auth = OAuth(client_id=client_id, client_secret=client_secret, token_store=store, interactive=False,
                      timeout=float(timeout))
-    _say({"ready": _ping(url, auth)["status"] if auth is not None else 0})
+        _say({"ready": _ping(url, auth)["status"]})
     for line in sys.stdin:
         words = line.split()
         if not words or words[0] == "quit":

@@ -29,6 +29,7 @@ from mcpcall.auth.oauth import OAuth
 from mcpcall.auth.tokens import FileTokenStore, Token, TokenStore
 from mcpcall.errors import RefreshAborted, RefreshTimeout
 from tests.conftest import PYTHON, ROOT, child_pythonpath, wait_until
+from tests.servers.grant_server import GrantServer
 from tests.servers.oauth_server import OAuthServer
 
 pytestmark = pytest.mark.timeout(240)
@@ -232,6 +233,27 @@ def test_a_refresher_that_overran_its_lease_does_not_replace_the_newer_token(red
                 assert stored is not None and (stored.access_token, stored.refresh_token) == (newest_access, newest_refresh)
         finally:
             hold.set()
+
+
+def test_eight_processes_get_one_client_credentials_token_and_renew_it_once(store_spec: str) -> None:
+    with GrantServer(secrets_={CLIENT: SECRET}, token_delay=0.3) as srv, opened(store_spec) as store:
+        grant = {"MCPCALL_TEST_GRANT": "client_credentials"}
+        with workers(store_spec, srv.mcp_url, WORKERS, env=grant) as fleet:
+            assert [w.read() for w in fleet] == [{"ready": 0}] * WORKERS
+            for round_ in range(2):  # the first token (after a 401 each), then its renewal before expiry
+                if round_:
+                    token = store.get(srv.base, srv.mcp_url)
+                    assert token is not None
+                    store.put(replace(token, expires_at=time.time() + 20))
+                at = time.time() + 1.0
+                for w in fleet:
+                    w.send(f"go {at}")
+                answers = [w.read() for w in fleet]
+                assert len(srv.token_requests) == round_ + 1, f"round {round_}: {len(srv.token_requests)} token requests"
+                stored = store.get(srv.base, srv.mcp_url)
+                assert stored is not None
+                assert {a["sent"] for a in answers} == {stored.access_token}
+                assert all(a["status"] == 200 for a in answers)
 
 
 # -- the lock of each store ------------------------------------------------------------------------------
