@@ -15,7 +15,8 @@ Each works like :class:`~mcpcall.auth.oauth.OAuth`: the stored token for (issuer
 resource) is attached to every request and renewed shortly before it expires; a 401 from the MCP
 server runs discovery (RFC 9728 protected resource metadata, RFC 8414 authorization server
 metadata) and one token request, once per resource at a time however many threads share the
-object, and the original request is re-sent once. Scopes come from the 401's challenge, else the
+object (and, under a shared store's refresh lock, however many processes share the store), and
+the original request is re-sent once. Scopes come from the 401's challenge, else the
 resource's ``scopes_supported``, else the ``scopes`` given, else none are asked for; the RFC 8707
 ``resource`` is always sent. Token requests never follow redirects. The client's credentials (and
 assertions) go to one authorization server only: ``issuer=`` (the one the client is registered
