@@ -5,13 +5,15 @@
 
 On each request the stored token for (issuer, canonical resource) is attached,
 refreshed first when it expires within 30 s: once however many threads share the
-object and, when the token store has a refresh lock (:class:`~mcpcall.auth.tokens.FileTokenStore`,
-:class:`~mcpcall.auth.redis_store.RedisTokenStore`), once however many processes share
-the store (each reads the token again under the lock and uses another's fresh one).
-A 401 runs, once per resource at a time however many threads share the object: protected resource metadata →
-authorization server metadata → client identity (pre-registered, else Dynamic
-Client Registration) → authorization code with PKCE S256, ``state``, ``iss`` and
-``resource`` (through ``redirect_handler``) → token. The original request is then
+object and, when the token store has a refresh lock
+(:class:`~mcpcall.auth.tokens.FileTokenStore`,
+:class:`~mcpcall.auth.redis_store.RedisTokenStore`), once however many processes
+share the store (each reads the token again under the lock and uses another's
+fresh one). A 401 runs, once per resource at a time however many threads share
+the object: protected resource metadata → authorization server metadata → client
+identity (pre-registered, else Dynamic Client Registration) → authorization code
+with PKCE S256, ``state``, ``iss`` and ``resource`` (through ``redirect_handler``)
+→ token. The original request is then
 sent once more with the new token, the way requests' digest auth re-sends; a
 second 401 is returned as it is.
 
