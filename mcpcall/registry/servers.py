@@ -32,6 +32,7 @@ from ..errors import (
     SchemaValidationError,
     SessionExpired,
     SignInRequired,
+    TokenStoreUnavailable,
 )
 from ..forking import on_fork_in_child
 from ..notebook import release
@@ -392,6 +393,8 @@ def model_text(exc: BaseException | None, started: bool = True) -> str:
     if isinstance(exc, SignInRequired):
         return ("it needs the user to sign in (OAuth) first: the application has to call auth.login(url) "
                 "or run `mcpcall login URL`")
+    if isinstance(exc, TokenStoreUnavailable):
+        return "the shared store of its OAuth tokens did not answer; details are in the application's log"
     if isinstance(exc, ConnectionClosed):
         if exc.returncode is not None:
             return f"its process exited with code {exc.returncode}"

@@ -261,6 +261,25 @@ def test_a_request_with_the_store_down_fails_promptly_naming_the_store(tmp_path:
         servers.stop(process)
 
 
+def test_a_registry_whose_token_store_is_down_says_so_at_once() -> None:
+    import mcpcall
+    from tests.cli.test_cli_login import _MCPHandler
+    from tests.servers.oauth_server import OAuthServer
+
+    srv = OAuthServer(clients={"fleet": "s3cret"})
+    srv.httpd.RequestHandlerClass = _MCPHandler
+    port = servers.free_port()
+    with srv, RedisTokenStore(f"redis://:{PASSWORD}@127.0.0.1:{port}/0", timeout=2) as store:
+        entry = {"url": srv.mcp_url, "oauth": {"clientId": "fleet", "clientSecret": "s3cret"}}
+        with mcpcall.ToolRegistry({"remote": entry}, connect_options={"token_store": store}) as registry:
+            started = time.monotonic()
+            message = registry.execute({"id": "c1", "type": "function",
+                                        "function": {"name": "mcp__remote__whoami", "arguments": "{}"}}, timeout=30)
+            assert time.monotonic() - started < 20  # not the 30 s timeout: the store's refusal ends it
+    assert message["content"].startswith("Error") and "store of its OAuth tokens did not answer" in message["content"]
+    assert PASSWORD not in message["content"] and srv.mcp_ok == 0
+
+
 # -- the lock --------------------------------------------------------------------------------------------
 
 
