@@ -319,10 +319,10 @@ def test_a_lock_whose_lease_ran_out_is_taken_and_its_late_release_leaves_the_new
     does its late write replace the newer token."""
     with RedisTokenStore(redis_url) as slow, RedisTokenStore(redis_url) as fast:
         slow.put(token("at-1"))
-        with slow.lock(ISS, RES, timeout=1, lease=0.3):
+        with slow.lock(ISS, RES, timeout=1, lease=1.0):
             read = slow.get(ISS, RES)
             assert raw.pttl(slow.lock_key(ISS, RES)) > 0
-            with fast.lock(ISS, RES, timeout=10, lease=30):  # after the 0.3 s lease
+            with fast.lock(ISS, RES, timeout=10, lease=30):  # after the 1 s lease
                 assert fast.put_if(token("at-2", refresh_token="rt-2"), "at-1")
                 held_by_fast = raw.get(fast.lock_key(ISS, RES))
                 assert held_by_fast is not None
@@ -344,7 +344,7 @@ def test_lock_of_a_killed_holder_ends_with_its_lease(redis_url: str, raw: redis.
     holder = Worker(f"redis:{redis_url}", "-", 5.0)
     try:
         assert holder.read() == {"ready": 0}
-        holder.send(f"hold {ISS} {RES} 2.0")
+        holder.send(f"hold {ISS} {RES} 5.0")
         assert holder.read() == {"held": True}
         holder.kill()
         with RedisTokenStore(redis_url) as store:

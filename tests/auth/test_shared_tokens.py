@@ -262,7 +262,7 @@ def test_eight_processes_get_one_client_credentials_token_and_renew_it_once(stor
 def test_lock_excludes_another_process_and_its_death_releases_it_within_the_lease(store_spec: str) -> None:
     with opened(store_spec) as store, workers(store_spec, "-", 1) as (holder,):
         assert holder.read() == {"ready": 0}
-        holder.send(f"hold {ISS} {RES} 2.0")
+        holder.send(f"hold {ISS} {RES} 5.0")
         assert holder.read() == {"held": True}
         with pytest.raises(RefreshTimeout) as caught:
             with store.lock(ISS, RES, timeout=0.3, lease=30):  # type: ignore[attr-defined]
@@ -270,7 +270,7 @@ def test_lock_excludes_another_process_and_its_death_releases_it_within_the_leas
         assert "refresh lock" in str(caught.value)
         holder.kill()
         with store.lock(ISS, RES, timeout=30, lease=30):  # type: ignore[attr-defined]
-            pass  # flock: at once; Redis: when the 2 s lease ends
+            pass  # flock: at once; Redis: when the 5 s lease ends
 
 
 def test_lock_wait_ends_when_the_request_ends(store_spec: str) -> None:
