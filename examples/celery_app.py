@@ -161,7 +161,10 @@ def close_registry() -> None:
 
 def sign_in(server: str) -> None:
     """Sign in to ``server`` (a name in ``MCPCALL_CONFIG``) once, here, with a browser: the token goes to the token Redis."""
-    config = mcpcall.load_config(os.environ["MCPCALL_CONFIG"])[server]
+    configs = mcpcall.load_config(os.environ["MCPCALL_CONFIG"])
+    if server not in configs:
+        raise SystemExit(f"no server {server!r} in {os.environ['MCPCALL_CONFIG']} (it has: {', '.join(configs) or 'none'})")
+    config = configs[server]
     if config.oauth is None:
         raise SystemExit(f"server {server!r} has no oauth settings in {os.environ['MCPCALL_CONFIG']}")
     with config.oauth.make_oauth(token_store=token_store()) as auth:
