@@ -64,7 +64,7 @@ $(PEERS)/.installed: Makefile
 
 peers: $(PEERS)/.installed redis
 
-# The Celery example's test needs a real Redis broker: Debian's redis-server (PyPI has no usable build).
+# The Celery example's test (a real broker) and the RedisTokenStore tests need Debian's redis-server (PyPI has no usable build).
 redis:
 	@command -v redis-server >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

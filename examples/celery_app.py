@@ -26,7 +26,11 @@ Settings (environment):
 - ``MCPCALL_CELERY_BROKER``: the broker URL, also the result backend unless
   ``MCPCALL_CELERY_BACKEND`` is set (default ``redis://127.0.0.1:6379/0``);
 - ``MCPCALL_CONFIG``: an ``mcpServers`` config file (the format of
-  :meth:`mcpcall.ToolRegistry.from_config`); default: the bundled demo server.
+  :meth:`mcpcall.ToolRegistry.from_config`); default: the bundled demo server;
+- ``MCPCALL_TOKEN_REDIS``: the Redis that keeps the OAuth tokens of the
+  servers with ``oauth`` settings (:class:`mcpcall.RedisTokenStore`, keys under
+  ``mcpcall:``), shared by every worker; default: the broker's URL (``file``
+  keeps them in each machine's own token file instead).
 
 Why per worker process: the prefork pool forks its children from the main
 worker process, and a client open across a fork cannot be used in the child
@@ -58,7 +62,21 @@ between workers but the broker:
 - state that must live across calls (a browser session, a scratch
   directory) lives in one server process, so calls that share it must go to
   one worker process: give them a queue of their own consumed by one worker
-  with ``--concurrency 1``, or keep that state outside the server.
+  with ``--concurrency 1``, or keep that state outside the server;
+- OAuth tokens (a remote server whose entry has ``oauth`` settings) are shared
+  through Redis (``MCPCALL_TOKEN_REDIS``): every worker process on every machine
+  uses the one token, and when it is about to expire exactly one process
+  refreshes it, under the store's refresh lock, while the others wait and then
+  take its token. With refresh-token rotation (a refresh token is good once, and
+  reusing it may revoke them all) that is what keeps the fleet signed in. A
+  worker never asks a person: sign in once, from a machine with a browser, into
+  the same Redis (``python examples/celery_app.py login SERVER``, with the same
+  settings); a worker whose token cannot be refreshed answers with a tool message
+  saying that a sign-in is needed. Without Redis for tokens, each machine keeps
+  its own token file, and its processes share that (``flock``), not the others'.
+
+If the token Redis does not answer, a call of a server with OAuth fails at once
+with a tool message naming it (``TokenStoreUnavailable``); other servers go on.
 
 Delivery: tasks are acknowledged when they start (Celery's default), so a tool
 call runs at most once even if a worker dies mid-call (its caller then times
@@ -85,6 +103,7 @@ log = logging.getLogger("mcpcall.examples.celery")
 
 BROKER = os.environ.get("MCPCALL_CELERY_BROKER", "redis://127.0.0.1:6379/0")
 BACKEND = os.environ.get("MCPCALL_CELERY_BACKEND", BROKER)
+TOKEN_REDIS = os.environ.get("MCPCALL_TOKEN_REDIS", BROKER)
 DEMO_CONFIG = {"mcpServers": {"demo": {"command": sys.executable, "args": ["-m", "mcpcall.demo_server"]}}}
 
 app = Celery("mcpcall_tools", broker=BROKER, backend=BACKEND)
@@ -99,11 +118,24 @@ app.conf.update(
 
 _lock = threading.Lock()
 _registry: mcpcall.ToolRegistry | None = None
+_tokens: mcpcall.RedisTokenStore | None = None
+
+
+def token_store() -> mcpcall.RedisTokenStore | None:
+    """This process's store of OAuth tokens in ``MCPCALL_TOKEN_REDIS`` (``None``: each machine's token file)."""
+    global _tokens
+    if TOKEN_REDIS.strip().lower() == "file":
+        return None
+    if _tokens is None:
+        _tokens = mcpcall.RedisTokenStore(TOKEN_REDIS)  # connects on first use: servers without OAuth never touch it
+    return _tokens
 
 
 def build_registry() -> mcpcall.ToolRegistry:
-    """A registry over ``MCPCALL_CONFIG`` (a config file) or, without it, the demo server."""
-    return mcpcall.ToolRegistry.from_config(os.environ.get("MCPCALL_CONFIG") or DEMO_CONFIG)
+    """A registry over ``MCPCALL_CONFIG`` (a config file) or, without it, the demo server; OAuth tokens in Redis."""
+    store = token_store()
+    options = {"connect_options": {"token_store": store}} if store is not None else {}
+    return mcpcall.ToolRegistry.from_config(os.environ.get("MCPCALL_CONFIG") or DEMO_CONFIG, **options)
 
 
 def registry() -> mcpcall.ToolRegistry:
@@ -116,12 +148,28 @@ def registry() -> mcpcall.ToolRegistry:
 
 
 def close_registry() -> None:
-    """Close this process's registry (its servers end); the next call builds a new one."""
-    global _registry
+    """Close this process's registry (its servers end) and its token store; the next call builds new ones."""
+    global _registry, _tokens
     with _lock:
         current, _registry = _registry, None
+        tokens, _tokens = _tokens, None
     if current is not None:
         current.close()
+    if tokens is not None:
+        tokens.close()
+
+
+def sign_in(server: str) -> None:
+    """Sign in to ``server`` (a name in ``MCPCALL_CONFIG``) once, here, with a browser: the token goes to the token Redis."""
+    configs = mcpcall.load_config(os.environ["MCPCALL_CONFIG"])
+    if server not in configs:
+        raise SystemExit(f"no server {server!r} in {os.environ['MCPCALL_CONFIG']} (it has: {', '.join(configs) or 'none'})")
+    config = configs[server]
+    if config.oauth is None:
+        raise SystemExit(f"server {server!r} has no oauth settings in {os.environ['MCPCALL_CONFIG']}")
+    with config.oauth.make_oauth(token_store=token_store()) as auth:
+        auth.login(config.spec["url"])
+    print(f"signed in to {server!r}; the workers share the token")
 
 
 @worker_process_init.connect
@@ -152,7 +200,12 @@ def execute_many(tool_calls: list[dict[str, Any]], timeout: float | None = None)
     return registry().execute_many(tool_calls, timeout=timeout)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and sys.argv[1:2] == ["login"] and len(sys.argv) == 3:
+    try:
+        sign_in(sys.argv[2])
+    finally:
+        close_registry()
+elif __name__ == "__main__":
     # No broker, no worker: run the tasks in this process to show what they return.
     calls = [
         {"id": "call_1", "type": "function",

@@ -160,6 +160,7 @@ if TYPE_CHECKING:
         JWTBearer,
         MemoryTokenStore,
         OAuth,
+        RedisTokenStore,
         Token,
     )
     from .registry import RegisteredTool, ToolRegistry, ToolStats
@@ -176,6 +177,7 @@ _LAZY = {
     "Token": "auth",
     "MemoryTokenStore": "auth",
     "FileTokenStore": "auth",
+    "RedisTokenStore": "auth",
 }
 
 
@@ -226,6 +228,7 @@ __all__ = [
     "ProtocolError",
     "RPCError",
     "ReadResourceResult",
+    "RedisTokenStore",
     "RegisteredTool",
     "RequestFuture",
     "RequestTimeout",
@@ -278,6 +281,7 @@ def connect(
     close_timeout: float | None = None,
     headers: Mapping[str, str] | None = None,
     auth: Any = None,
+    token_store: Any = None,
     verify: bool | str | None = None,
     cert: str | tuple[str, str] | None = None,
     proxies: Mapping[str, str] | None = None,
@@ -338,7 +342,10 @@ def connect(
     on the client's callbacks thread, in both eras.
 
     Remote servers take ``headers``, ``auth`` (a ``requests`` auth object, or
-    a string sent as a bearer token), ``verify``, ``cert``, ``proxies``,
+    a string sent as a bearer token), ``token_store`` (where the OAuth object
+    made for an entry's ``oauth`` settings keeps its tokens, instead of the
+    token file: a :class:`RedisTokenStore` shared by a fleet of workers),
+    ``verify``, ``cert``, ``proxies``,
     ``transport`` ("auto", "streamable-http" or "sse"; auto picks SSE for a
     path ending in ``/sse`` and falls back to it when Streamable HTTP is
     refused), ``connect_timeout``, ``read_timeout`` (between bytes; default
@@ -393,6 +400,7 @@ def connect(
         close_timeout=close_timeout,
         headers=headers,
         auth=auth,
+        token_store=token_store,
         verify=verify,
         cert=cert,
         proxies=proxies,

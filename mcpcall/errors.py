@@ -34,6 +34,7 @@ working::
         ├── InvalidKey         (also ValueError)   a key that cannot be loaded or does not fit
         ├── NoResourceMetadata                     the server's 401 is no OAuth challenge mcpcall can answer
         ├── TokenEndpointError                     the token endpoint refused (status, OAuth error code)
+        ├── TokenStoreUnavailable                  the shared token store (Redis) did not answer
         └── RequestEnded       (also Abandoned)    a step stopped because its request ended
 
     Abandoned (an Exception, not an MCPError): a shared run's leader stopped for a reason of its own;
@@ -85,6 +86,7 @@ __all__ = [
     "SignInRequired",
     "TokenEndpointError",
     "TokenResponseError",
+    "TokenStoreUnavailable",
     "ToolCallFailed",
     "ToolError",
     "UnsupportedVersion",
@@ -343,6 +345,14 @@ class TokenEndpointError(AuthError):
         super().__init__(message)
         self.status = status
         self.error = error
+
+
+class TokenStoreUnavailable(AuthError):
+    """A shared token store (:class:`~mcpcall.auth.redis_store.RedisTokenStore`) could not be read or written.
+
+    The message names the store (never its password) and the cause; no token can be read, stored
+    or refreshed until the store answers again.
+    """
 
 
 class Abandoned(Exception):

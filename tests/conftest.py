@@ -49,6 +49,10 @@ def fault_argv(*faults: str, extra: tuple = ()) -> List[str]:
     return argv + list(extra)
 
 
+#: Processes that fixtures of a wider scope started and end themselves (a session's redis-server): not leaks of
+#: the test that happened to start them (a fixture asked for with ``request.getfixturevalue`` starts after the check).
+SESSION_CHILDREN: Set[int] = set()
+
 #: How long the leak check waits for name lookup helpers (mcpcall.transports._lookups) to end on their own.
 LOOKUP_WAIT = 30.0
 
@@ -92,7 +96,7 @@ def no_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
     started = time.monotonic()
     while True:
         threads = {t for t in _mcpcall_threads() - threads_before if t.is_alive()}
-        children = _children() - children_before
+        children = _children() - children_before - SESSION_CHILDREN
         fds = _fds()
         if not threads and not children and fds <= fds_before:
             return
@@ -184,6 +188,35 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
             return False
         time.sleep(0.01)
     return True
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One throwaway redis-server for the session (tests/redis_server.py): its ``redis://127.0.0.1:PORT``."""
+    from . import redis_server as servers
+
+    pytest.importorskip("redis")
+    process, port = servers.start(tmp_path_factory.mktemp("redis"))
+    SESSION_CHILDREN.add(process.pid)
+    try:
+        yield f"redis://127.0.0.1:{port}"
+    finally:
+        servers.stop(process)
+        SESSION_CHILDREN.discard(process.pid)
+
+
+@pytest.fixture
+def redis_url(redis_server: str) -> str:
+    """The session's redis-server, emptied for this test: its database 0 as a URL."""
+    import redis
+
+    client = redis.Redis.from_url(redis_server, socket_timeout=5, socket_connect_timeout=5)
+    try:
+        client.flushall()
+    finally:
+        client.close()
+        client.connection_pool.disconnect()
+    return f"{redis_server}/0"
 
 
 def pytest_configure(config: pytest.Config) -> None:

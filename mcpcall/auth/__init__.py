@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .jose import DPoPProver, SigningKey
     from .oauth import OAuth, RedirectHandler
     from .redirect import LoopbackRedirect, PasteRedirect, default_redirect
+    from .redis_store import RedisTokenStore
     from .tokens import FileTokenStore, MemoryTokenStore, Token, TokenStore
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "OAuth",
     "PasteRedirect",
     "RedirectHandler",
+    "RedisTokenStore",
     "SignInRequired",
     "SigningKey",
     "Token",
@@ -59,6 +61,7 @@ _LAZY = {
     "PasteRedirect": "redirect",
     "default_redirect": "redirect",
     "FileTokenStore": "tokens",
+    "RedisTokenStore": "redis_store",
     "MemoryTokenStore": "tokens",
     "Token": "tokens",
     "TokenStore": "tokens",

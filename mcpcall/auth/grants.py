@@ -15,7 +15,8 @@ Each works like :class:`~mcpcall.auth.oauth.OAuth`: the stored token for (issuer
 resource) is attached to every request and renewed shortly before it expires; a 401 from the MCP
 server runs discovery (RFC 9728 protected resource metadata, RFC 8414 authorization server
 metadata) and one token request, once per resource at a time however many threads share the
-object, and the original request is re-sent once. Scopes come from the 401's challenge, else the
+object (and, under a shared store's refresh lock, however many processes share the store), and
+the original request is re-sent once. Scopes come from the 401's challenge, else the
 resource's ``scopes_supported``, else the ``scopes`` given, else none are asked for; the RFC 8707
 ``resource`` is always sent. Token requests never follow redirects. The client's credentials (and
 assertions) go to one authorization server only: ``issuer=`` (the one the client is registered
@@ -68,6 +69,8 @@ from .tokens import (
     TokenResponseError,
     TokenStore,
     fresh_locks_in_child,
+    put_unless_replaced,
+    refresh_lock,
 )
 
 __all__ = [
@@ -88,6 +91,8 @@ ID_JAG_TYPE = "urn:ietf:params:oauth:token-type:id-jag"
 
 #: Renew a token this many seconds before it expires.
 RENEW_MARGIN = 30.0
+#: A store's lock held while a token is obtained outlives the holder's token requests by this much (a dead holder).
+LEASE_SLACK = 5.0
 #: The client authentication methods these grants can use, most preferred first.
 AUTH_METHODS = ("private_key_jwt", "client_secret_basic", "client_secret_post", "none")
 
@@ -406,10 +411,6 @@ class _GrantAuth(IssuedHere, requests.auth.AuthBase):
 
     # -- tokens ----------------------------------------------------------------------------------
 
-    def _wait(self) -> float:
-        """How long a thread waits for another's token fetch: every call it may make, plus a second."""
-        return 10 * self.timeout + 1.0
-
     def _shared(self, resource: str, fn: Callable[[], Token]) -> Token:
         try:
             return self._gate.run(("token", resource), fn, timeout=self._wait(), stop=request_exchange())
@@ -424,6 +425,47 @@ class _GrantAuth(IssuedHere, requests.auth.AuthBase):
         with self._lock:
             return self._contexts.get(resource)
 
+    def _lease(self) -> float:
+        """How long a store's lock taken here lasts: a token fetch (up to three requests: the enterprise grant) and slack."""
+        return 3 * self.timeout + LEASE_SLACK
+
+    def _lock_wait(self) -> float:
+        """The longest wait for another process's token fetch: past a lease, so that a dead holder's lock has ended."""
+        return self._lease() + 1.0
+
+    def _wait(self) -> float:
+        """How long a thread waits for another's token fetch: the store's lock, every call it may make, plus a second."""
+        return self._lock_wait() + 10 * self.timeout + 1.0
+
+    def _fetch_locked(self, server: TokenServer, resource: str, scope: tuple[str, ...], keep: Callable[[Token], bool]) -> Token:
+        """A new token, fetched under the store's lock for the key, unless the token stored by then is one to ``keep``.
+
+        Processes sharing the store take the lock in turn and read the token again under it:
+        the first fetches and stores one, the others use it. A fetched token replaces only the
+        one read under the lock (a holder whose lease ran out keeps the newer token).
+        """
+        exchange = request_exchange()
+        stop = exchange.aborted if exchange is not None else None
+        try:
+            with refresh_lock(self._store, server.issuer, resource, timeout=self._lock_wait(), lease=self._lease(), stop=stop):
+                current = self._store.get(server.issuer, resource)
+                if current is not None and keep(current):
+                    return current  # another process got one while this one waited
+                token = self._note(self._fetch(server, resource, scope))
+                if put_unless_replaced(self._store, token, current.access_token if current is not None else None):
+                    return token
+                latest = self._store.get(server.issuer, resource)
+                return latest if latest is not None and keep(latest) else token
+        except RefreshAborted:
+            raise RequestEnded(
+                f"getting a token for {redact_url(resource)}: the request ended while another process was getting it"
+            ) from None
+        except RefreshTimeout as exc:
+            latest = self._store.get(server.issuer, resource)
+            if latest is not None and keep(latest):
+                return latest
+            raise AuthError(f"getting a token for {redact_url(resource)}: {exc}") from None
+
     def _usable_token(self, resource: str) -> Token | None:
         """The stored token for ``resource``; a new one first when it expires within :data:`RENEW_MARGIN`."""
         context = self._context(resource)
@@ -434,13 +476,14 @@ class _GrantAuth(IssuedHere, requests.auth.AuthBase):
             return token
         old = token
 
+        def renewed(current: Token) -> bool:  # another thread or process renewed it
+            return current.access_token != old.access_token and not current.expires_within(current.refresh_margin(RENEW_MARGIN))
+
         def renew() -> Token:
             current = self._store.get(context.server.issuer, resource)
-            if current is not None and current.access_token != old.access_token and not current.expires_within(current.refresh_margin(RENEW_MARGIN)):
-                return current  # another thread (or process) renewed it
-            new = self._note(self._fetch(context.server, resource, context.scope))
-            self._store.put(new)
-            return new
+            if current is not None and renewed(current):
+                return current
+            return self._fetch_locked(context.server, resource, context.scope, renewed)
 
         try:
             return self._shared(resource, renew)
@@ -468,9 +511,13 @@ class _GrantAuth(IssuedHere, requests.auth.AuthBase):
         stored = self._store.get(server.issuer, resource)
         if stored is not None and stored.access_token != sent and not stored.expires_within(stored.refresh_margin(RENEW_MARGIN)):
             return stored  # kept from an earlier run
-        token = self._note(self._fetch(server, resource, context.scope))
-        self._store.put(token)
-        emit(log, logging.INFO, "%s: got a token at %s for %s", type(self).__name__, redact_url(server.issuer), redact_url(resource))
+
+        def usable(current: Token) -> bool:  # not the one refused, nor about to expire: stored by another process
+            return current.access_token != sent and not current.expires_within(current.refresh_margin(RENEW_MARGIN))
+
+        token = self._fetch_locked(server, resource, context.scope, usable)
+        if self._issued_here(token):
+            emit(log, logging.INFO, "%s: got a token at %s for %s", type(self).__name__, redact_url(server.issuer), redact_url(resource))
         return token
 
     def _grant(

@@ -4,11 +4,16 @@
     requests.post(url, json=message, auth=auth)        # or mcpcall.connect(url, auth=auth)
 
 On each request the stored token for (issuer, canonical resource) is attached,
-refreshed first when it expires within 30 s. A 401 runs, once per resource at a
-time however many threads share the object: protected resource metadata →
-authorization server metadata → client identity (pre-registered, else Dynamic
-Client Registration) → authorization code with PKCE S256, ``state``, ``iss`` and
-``resource`` (through ``redirect_handler``) → token. The original request is then
+refreshed first when it expires within 30 s: once however many threads share the
+object and, when the token store has a refresh lock
+(:class:`~mcpcall.auth.tokens.FileTokenStore`,
+:class:`~mcpcall.auth.redis_store.RedisTokenStore`), once however many processes
+share the store (each reads the token again under the lock and uses another's
+fresh one). A 401 runs, once per resource at a time however many threads share
+the object: protected resource metadata → authorization server metadata → client
+identity (pre-registered, else Dynamic Client Registration) → authorization code
+with PKCE S256, ``state``, ``iss`` and ``resource`` (through ``redirect_handler``)
+→ token. The original request is then
 sent once more with the new token, the way requests' digest auth re-sends; a
 second 401 is returned as it is.
 
@@ -30,6 +35,8 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, overload
 
@@ -57,7 +64,17 @@ from .flow import (
 from .hooks import REFUSED_COOLDOWN, IssuedHere, Refusals, connection_url, drain, emit, request_exchange
 from .identity import Identities, check_client_metadata_url, check_redirect_uri
 from .pkce import new_pkce, new_state
-from .tokens import MemoryTokenStore, RefreshAborted, RefreshGate, RefreshTimeout, Token, TokenStore, fresh_locks_in_child
+from .tokens import (
+    MemoryTokenStore,
+    RefreshAborted,
+    RefreshGate,
+    RefreshTimeout,
+    Token,
+    TokenStore,
+    fresh_locks_in_child,
+    put_unless_replaced,
+    refresh_lock,
+)
 
 if TYPE_CHECKING:
     from .jose import DPoPProver
@@ -71,6 +88,9 @@ RedirectHandler = Callable[[str], str]
 
 #: Refresh this many seconds before a token's expiry (at most a quarter of its lifetime).
 REFRESH_MARGIN = 30.0
+#: A store's refresh lock outlives its holder's token request by this much before others may take it
+#: (a holder that died); see :meth:`OAuth._lease`.
+LEASE_SLACK = 5.0
 #: The longest a thread waits for another thread's interactive flow (a person may be typing a password):
 #: a little longer than the loopback listener's own 300 s, so that waiting threads get its outcome.
 FLOW_WAIT = 330.0
@@ -491,49 +511,134 @@ class OAuth(IssuedHere, requests.auth.AuthBase):
         return token
 
 
+    def _lease(self) -> float:
+        """How long a store's refresh lock taken here lasts: a token request (twice, for a DPoP nonce) and some slack."""
+        return 2 * self.timeout + LEASE_SLACK
+
+    def _lock_wait(self) -> float:
+        """The longest wait for another process's refresh: past a lease, so that a dead holder's lock has ended."""
+        return self._lease() + 1.0
+
+    @contextmanager
+    def _store_lock(self, issuer: str, resource: str) -> Iterator[None]:
+        """The store's refresh lock for the key (when it has one), the wait ended by this request's end too."""
+        exchange = request_exchange()
+        stop = exchange.aborted if exchange is not None else None
+        with refresh_lock(self._store, issuer, resource, timeout=self._lock_wait(), lease=self._lease(), stop=stop):
+            yield
+
     def _refresh_shared(self, context: _Context, old: Token) -> Token | None:
-        """Refresh ``old`` once however many threads ask; on failure keep using what is stored."""
+        """Refresh ``old`` once however many threads ask, and once however many processes share the store.
+
+        Threads of this object share one run (the gate); processes sharing the store take its
+        refresh lock in turn, and each reads the token again under it: the first refreshes, the
+        others find its token. On failure the stored token is used (until a 401).
+        """
         issuer, resource = context.server.issuer, old.resource
 
         def refresh() -> Token | None:
             current = self._mine(self._store.get(issuer, resource))
             if current is None or current.access_token != old.access_token:
                 return current  # another thread (or process) already replaced it
-            client = self._client(context.server, browser=False, token=current)
-            if client is None or not current.refresh_token:
-                return current  # issued to a client this object does not know: not ours to refresh
             try:
-                new = refresh_token(
-                    self._session,
-                    context.server,
-                    client,
-                    current,
-                    timeout=self.timeout,
-                    resource=context.indicator,
-                    dpop=self._prover_for(context.server),
-                )
-            except RequestEnded:
-                raise  # not the refresh token's fault: the next request refreshes (waiters try themselves)
-            except TokenEndpointError as exc:
-                emit(log, logging.WARNING, "%s; the next 401 starts a new authorization", str(exc))  # the text: a record must not keep the traceback (and its sockets) alive
-                if exc.status in (400, 401):  # invalid_grant and friends: this refresh token is done
-                    latest = self._mine(self._store.get(issuer, resource))
-                    if latest is not None and latest.access_token == current.access_token:  # not replaced meanwhile
-                        self._store.put(replace(latest, refresh_token=None))
-                    else:
-                        return latest
-                return current
-            except AuthError as exc:
-                emit(log, logging.WARNING, "%s", str(exc))
-                return current
-            self._store.put(self._note(new))
-            emit(log, logging.DEBUG, "refreshed the token for %s", redact_url(resource))
-            return new
+                with self._store_lock(issuer, resource):
+                    return self._refresh_held(context, old)
+            except RefreshAborted:
+                raise RequestEnded(
+                    f"token refresh for {redact_url(resource)}: the request ended while another process was refreshing it"
+                ) from None
+            except RefreshTimeout as exc:
+                emit(log, logging.WARNING, "%s; using the stored token", str(exc))
+                return self._mine(self._store.get(issuer, resource))
 
+        wait = self._lock_wait() + 2 * self.timeout + 1  # the lock, then the token request
         try:
-            return self._gate.run(("refresh", issuer, resource), refresh, timeout=2 * self.timeout + 1, stop=request_exchange())
+            return self._gate.run(("refresh", issuer, resource), refresh, timeout=wait, stop=request_exchange())
         except (RefreshTimeout, RequestEnded):  # the request this was for ended, or another thread's refresh hangs
             return old
+
+    def _refresh_held(self, context: _Context, old: Token) -> Token | None:
+        """With the store's refresh lock held: refresh ``old`` unless the stored token is another one by now."""
+        issuer, resource = context.server.issuer, old.resource
+        current = self._mine(self._store.get(issuer, resource))
+        if current is None or current.access_token != old.access_token:
+            return current  # another process refreshed it while this one waited for the lock
+        client = self._client(context.server, browser=False, token=current)
+        if client is None or not current.refresh_token:
+            return current  # issued to a client this object does not know: not ours to refresh
+        try:
+            new = refresh_token(
+                self._session,
+                context.server,
+                client,
+                current,
+                timeout=self.timeout,
+                resource=context.indicator,
+                dpop=self._prover_for(context.server),
+            )
+        except RequestEnded:
+            raise  # not the refresh token's fault: the next request refreshes (waiters try themselves)
+        except TokenEndpointError as exc:
+            emit(log, logging.WARNING, "%s; the next 401 starts a new authorization", str(exc))  # the text: a record must not keep the traceback (and its sockets) alive
+            if exc.status in (400, 401):  # invalid_grant and friends: this refresh token is done
+                spent = replace(current, refresh_token=None)
+                if not put_unless_replaced(self._store, spent, current.access_token):
+                    return self._mine(self._store.get(issuer, resource))  # replaced meanwhile: use that
+            return current
+        except AuthError as exc:
+            emit(log, logging.WARNING, "%s", str(exc))
+            return current
+        new = self._note(new)
+        if not put_unless_replaced(self._store, new, current.access_token):
+            # A holder whose lease ran out stored a token after ours was asked for: keep theirs, use the latest.
+            latest = self._mine(self._store.get(issuer, resource))
+            return latest if latest is not None else new
+        emit(log, logging.DEBUG, "refreshed the token for %s", redact_url(resource))
+        return new
+
+    def _refresh_refused(
+        self, server: AuthorizationServer, stored: Token, sent: str | None, indicator: str
+    ) -> Token | None:
+        """After a 401: refresh ``stored`` (expired, or refused) under the store's refresh lock; ``None``: authorize anew.
+
+        Under the lock the token is read again: one another process stored meanwhile is used
+        as it is, and only a token still unusable is refreshed.
+        """
+        issuer, resource = server.issuer, stored.resource
+        try:
+            with self._store_lock(issuer, resource):
+                current = self._mine(self._store.get(issuer, resource))
+                if current is None:
+                    return None
+                if current.access_token not in (stored.access_token, sent) and not current.expires_within(0):
+                    return current  # another process got one while this one waited
+                client = self._client(server, browser=False, token=current)
+                if client is None or not current.refresh_token:
+                    return None
+                try:
+                    token = refresh_token(
+                        self._session, server, client, current, timeout=self.timeout, resource=indicator,
+                        dpop=self._prover_for(server),
+                    )
+                except RequestEnded:
+                    raise
+                except AuthError as exc:
+                    emit(log, logging.INFO, "%s; authorizing again", str(exc))
+                    return None
+                token = self._note(token)
+                if put_unless_replaced(self._store, token, current.access_token):
+                    return token
+                latest = self._mine(self._store.get(issuer, resource))
+                return latest if latest is not None and not latest.expires_within(0) else token
+        except RefreshAborted:
+            raise RequestEnded(
+                f"token refresh for {redact_url(resource)}: the request ended while another process was refreshing it"
+            ) from None
+        except RefreshTimeout as exc:
+            latest = self._mine(self._store.get(issuer, resource))
+            if latest is not None and latest.access_token not in (stored.access_token, sent) and not latest.expires_within(0):
+                return latest
+            raise AuthError(f"token refresh for {redact_url(resource)}: {exc}") from None
 
     # -- the flow --------------------------------------------------------------------------------
 
@@ -569,25 +674,11 @@ class OAuth(IssuedHere, requests.auth.AuthBase):
         scope = step_up if step_up is not None else self._scope(challenge, metadata, server)
         refresher = self._client(server, browser=False, token=stored) if stored is not None else None
         if step_up is None and stored is not None and stored.refresh_token and refresher is not None:
-            try:
-                token = refresh_token(
-                    self._session,
-                    server,
-                    refresher,
-                    stored,
-                    timeout=self.timeout,
-                    resource=metadata.resource,
-                    dpop=self._prover_for(server),
-                )
-            except RequestEnded:
-                raise
-            except AuthError as exc:
-                emit(log, logging.INFO, "%s; authorizing again", str(exc))
-            else:
-                self._store.put(self._note(token))
+            refreshed = self._refresh_refused(server, stored, sent, metadata.resource)
+            if refreshed is not None:
                 with self._lock:
                     self._contexts[resource] = _Context(server, stored.scope or scope, metadata.resource)
-                return token
+                return refreshed
         client = self._client(server, scope=scope)
         token = self._note(self._authorization_code(server, client, resource, metadata.resource, scope))
         self._store.put(token)

@@ -3,21 +3,25 @@
 - :class:`Token` parses an RFC 6749 §5.1 token response; its repr and str never show a token.
 - :class:`TokenStore` is what the OAuth flow reads and writes, keyed by ``(issuer, resource)``;
   :class:`MemoryTokenStore` is the default, :class:`FileTokenStore` survives restarts.
-- :class:`RefreshGate` lets one thread refresh while the others sharing a client wait for its result.
+- :class:`RefreshGate` lets one thread refresh while the others sharing a client wait for its result;
+  a store's refresh lock (:func:`refresh_lock`) does the same across the processes sharing the store.
 
 Errors (derived from :mod:`mcpcall.errors` so ``except MCPError`` catches them)::
 
     TokenResponseError   (ProtocolError, ValueError)   a token response we cannot use
     InsecureTokenFile    (MCPError, PermissionError)   a token file others may read
-    RefreshTimeout       (MCPError, TimeoutError)      waited too long for another thread's refresh
+    RefreshTimeout       (MCPError, TimeoutError)      waited too long for another thread's (or process's) refresh
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import logging
 import math
 import os
+import random
 import stat
 import sys
 import tempfile
@@ -56,6 +60,8 @@ __all__ = [
     "TokenResponseError",
     "TokenStore",
     "default_token_path",
+    "put_unless_replaced",
+    "refresh_lock",
 ]
 
 log = logging.getLogger("mcpcall.auth.tokens")
@@ -260,7 +266,25 @@ def _scope(scope: object) -> tuple[str, ...]:
 
 
 class TokenStore(Protocol):
-    """Where tokens live between requests and runs, keyed by ``(issuer, resource)``."""
+    """Where tokens live between requests and runs, keyed by ``(issuer, resource)``.
+
+    A store that processes share may also offer two methods (optional: mcpcall looks for them,
+    and a store without them works as before, refreshes single-flight within one process only):
+
+    - ``lock(issuer, resource, *, timeout, lease, stop=None)``: a context manager that excludes
+      every other holder of the key's refresh lock, in any process sharing the store, while a
+      token is refreshed or obtained. It waits at most ``timeout`` seconds
+      (:class:`RefreshTimeout`), and ends the wait when ``stop`` (a ``threading.Event``: the
+      request's end) is set (:class:`RefreshAborted`). A holder that dies keeps the others out
+      for at most ``lease`` seconds (a store whose lock the system releases at death, as
+      ``flock`` does, may ignore it).
+    - ``put_if(token, expected) -> bool``: store ``token`` only while the stored token's access
+      token is ``expected`` (``None``: no token is stored), as one atomic step; ``False`` when it
+      was replaced meanwhile. A holder whose lease ran out then cannot overwrite the newer token
+      another holder stored.
+
+    :func:`refresh_lock` and :func:`put_unless_replaced` use them when a store has them.
+    """
 
     def get(self, issuer: str, resource: str) -> Token | None:
         """The stored token for this key, or ``None``."""
@@ -273,6 +297,76 @@ class TokenStore(Protocol):
     def delete(self, issuer: str, resource: str) -> None:
         """Forget the token for this key; no error if there is none."""
         ...
+
+
+@contextmanager
+def refresh_lock(
+    store: TokenStore, issuer: str, resource: str, *, timeout: float, lease: float, stop: threading.Event | None = None
+) -> Iterator[None]:
+    """Hold ``store``'s refresh lock for the key, when the store has one (else nothing is held).
+
+    Raises :class:`RefreshTimeout` after ``timeout`` seconds, :class:`RefreshAborted` when
+    ``stop`` is set first. Inside, read the stored token again: another process may have
+    refreshed it while this one waited.
+    """
+    lock = getattr(store, "lock", None)
+    if not callable(lock):
+        yield
+        return
+    with lock(issuer, resource, timeout=timeout, lease=lease, stop=stop):
+        yield
+
+
+def put_unless_replaced(store: TokenStore, token: Token, expected: str | None) -> bool:
+    """Store ``token`` unless the stored token is no longer the one whose access token is ``expected``.
+
+    ``False``: another holder stored a newer token meanwhile (it is kept). A store without
+    ``put_if`` is written unconditionally.
+    """
+    put_if = getattr(store, "put_if", None)
+    if callable(put_if):
+        return bool(put_if(token, expected))
+    store.put(token)
+    return True
+
+
+#: The first and the longest pause between two attempts to take a store's refresh lock (seconds).
+LOCK_POLL_FIRST = 0.005
+LOCK_POLL_MAX = 0.1
+
+
+def wait_for_lock(attempt: Callable[[], bool], *, timeout: float, stop: threading.Event | None, what: str) -> None:
+    """Call ``attempt()`` until it returns ``True``, pausing between tries with a jittered backoff.
+
+    :class:`RefreshTimeout` after ``timeout`` seconds; :class:`RefreshAborted` as soon as
+    ``stop`` is set. ``what`` names the store (no secret) in those errors.
+    """
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0 or not math.isfinite(timeout):
+        raise ValueError("timeout must be a finite number of seconds >= 0")
+    deadline = time.monotonic() + timeout
+    delay = LOCK_POLL_FIRST
+    while True:
+        if stop is not None and stop.is_set():
+            raise RefreshAborted(f"{what}: the request ended while waiting for another refresh of its token")
+        if attempt():
+            return
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise RefreshTimeout(
+                f"{what}: another holder (a process or thread sharing the store) kept the token's refresh lock "
+                f"over {timeout:g} s"
+            )
+        pause = min(left, delay * (0.5 + random.random()))
+        if stop is not None:
+            stop.wait(pause)
+        else:
+            time.sleep(pause)
+        delay = min(delay * 2, LOCK_POLL_MAX)
+
+
+def _key_digest(*parts: str) -> str:
+    """A short, fixed-length name for a key of strings (a file name, a Redis key)."""
+    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:32]
 
 
 class MemoryTokenStore:
@@ -296,6 +390,16 @@ class MemoryTokenStore:
         """Forget the token for this key."""
         with self._lock:
             self._tokens.pop((issuer, resource), None)
+
+    def put_if(self, token: Token, expected: str | None) -> bool:
+        """Store ``token`` only while the stored token's access token is ``expected`` (``None``: none stored)."""
+        key = (token.issuer, token.resource)
+        with self._lock:
+            current = self._tokens.get(key)
+            if (current.access_token if current is not None else None) != expected:
+                return False
+            self._tokens[key] = token
+            return True
 
     def __repr__(self) -> str:
         with self._lock:
@@ -331,12 +435,26 @@ class FileTokenStore:
       only the thread lock applies).
     - A file that is not valid JSON (or has malformed entries) is treated as empty, with a
       warning that names the path but shows nothing of its contents; the next write replaces it.
+    - :meth:`lock` is the refresh lock of one key for every process of this machine (POSIX):
+      ``fcntl.flock`` on a sidecar file of that key (``<path>.<digest>.lock``), tried without
+      blocking until the caller's deadline. The kernel releases it when its holder dies, so no
+      lease is needed; a process forked while a thread held it lets go of its copy at once.
+      :meth:`put_if` stores a token only if the stored one was not replaced meanwhile.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = os.fspath(path) if path is not None else default_token_path()
         self._lock_path = self.path + ".lock"
         self._lock = threading.Lock()
+        self._held: set[int] = set()  # descriptors of lock files open now (a forked child closes its copies)
+        fresh_locks_in_child(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: close the copies of lock files a parent's thread held (its flock stays the parent's)."""
+        held, self._held = self._held, set()
+        for fd in held:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def __repr__(self) -> str:
         return f"<FileTokenStore {self.path!r}>"
@@ -384,18 +502,76 @@ class FileTokenStore:
             clients[issuer] = [*kept, entry][-MAX_CLIENTS:]
             self._write(tokens, clients)
 
+    def put_if(self, token: Token, expected: str | None) -> bool:
+        """Store ``token`` only while the stored token's access token is ``expected`` (``None``: none stored).
+
+        One exclusive read-compare-write; ``False`` (nothing written) when another process replaced it.
+        """
+        with self._locked(shared=False):
+            tokens = self._read()
+            current = tokens.get((token.issuer, token.resource))
+            if (current.access_token if current is not None else None) != expected:
+                return False
+            tokens[(token.issuer, token.resource)] = token
+            self._write(tokens)
+            return True
+
+    def refresh_lock_path(self, issuer: str, resource: str) -> str:
+        """The sidecar file whose ``flock`` is the refresh lock of this key."""
+        return f"{self.path}.{_key_digest(issuer, resource)[:16]}.lock"
+
+    @contextmanager
+    def lock(
+        self, issuer: str, resource: str, *, timeout: float, lease: float | None = None, stop: threading.Event | None = None
+    ) -> Iterator[None]:
+        """Hold the refresh lock of ``(issuer, resource)`` for every process of this machine sharing the file.
+
+        Waits at most ``timeout`` seconds (:class:`RefreshTimeout`), less when ``stop`` is set
+        first (:class:`RefreshAborted`). ``lease`` is not needed: the lock ends with its holder.
+        Threads of one process exclude each other too. On Windows nothing is locked.
+        """
+        if sys.platform == "win32":
+            wait_for_lock(lambda: True, timeout=timeout, stop=stop, what=f"token store {self.path!r}")
+            yield
+            return
+        directory = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd = self._open_lock_file(self.refresh_lock_path(issuer, resource))
+        try:
+
+            def attempt() -> bool:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return False
+                return True
+
+            wait_for_lock(attempt, timeout=timeout, stop=stop, what=f"token store {self.path!r}")
+            yield
+        finally:
+            self._close_lock_file(fd)  # closing the descriptor releases the flock
+
+    def _open_lock_file(self, path: str) -> int:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        self._held.add(fd)
+        return fd
+
+    def _close_lock_file(self, fd: int) -> None:
+        self._held.discard(fd)
+        os.close(fd)
+
     @contextmanager
     def _locked(self, *, shared: bool) -> Iterator[None]:
         with self._lock:
             directory = os.path.dirname(os.path.abspath(self.path))
             os.makedirs(directory, mode=0o700, exist_ok=True)
-            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+            fd = self._open_lock_file(self._lock_path)
             try:
                 if sys.platform != "win32":
                     fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
                 yield
             finally:
-                os.close(fd)  # closing the descriptor releases the flock
+                self._close_lock_file(fd)  # closing the descriptor releases the flock
 
     def _bytes(self) -> bytes | None:
         """The file's contents (after checking it is a private regular file), or ``None`` when there is none."""

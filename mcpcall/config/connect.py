@@ -91,6 +91,7 @@ def connect(
     close_timeout: float | None = None,
     headers: Mapping[str, str] | None = None,
     auth: Any = None,
+    token_store: Any = None,
     verify: bool | str | None = None,
     cert: str | tuple[str, str] | None = None,
     proxies: Mapping[str, str] | None = None,
@@ -124,7 +125,7 @@ def connect(
         "max_workers": max_workers,
     }
     for key, value in (("headers", headers), ("auth", auth), ("verify", verify), ("cert", cert),
-                       ("proxies", proxies), ("transport", transport)):
+                       ("proxies", proxies), ("transport", transport), ("token_store", token_store)):
         if value is not None:
             http[key] = value
     built = make_transport(

@@ -10,8 +10,10 @@ CLI's shape) or ``"auth": {"type": "oauth", ...}``::
 Every field is optional (``"oauth": {}`` or ``"oauth": true`` asks for OAuth
 with Dynamic Client Registration); ``"enabled": false`` turns it off. Such a
 server's transport gets an :class:`~mcpcall.auth.oauth.OAuth` object whose
-tokens are kept in a file (``tokenFile``, else the default token file); auth
-is imported only when that object is made.
+tokens are kept in a file (``tokenFile``, else the default token file), or in
+the store given as ``connect(..., token_store=...)`` (for a registry:
+``connect_options={"token_store": ...}``); auth is imported only when that
+object is made.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from .expand import _FALSE_WORDS, _TRUE_WORDS, _Context, _expand, _flag, _scalar
 
 if TYPE_CHECKING:
     from ..auth.oauth import OAuth
+    from ..auth.tokens import TokenStore
 
 __all__ = ["OAuthSettings", "oauth_settings"]
 
@@ -69,13 +72,16 @@ class OAuthSettings:
         interactive: bool = True,
         token_file: str | None = None,
         timeout: float = 30.0,
+        token_store: TokenStore | None = None,
     ) -> OAuth:
-        """An :class:`~mcpcall.auth.oauth.OAuth` for these settings, its tokens in a file.
+        """An :class:`~mcpcall.auth.oauth.OAuth` for these settings, its tokens in a file (or ``token_store``).
 
         Without ``redirect_handler``: a loopback listener on ``callbackPort``
         (or the port of a loopback ``redirectUri``) when one is set, else
         :func:`~mcpcall.auth.redirect.default_redirect`'s pick when the browser
-        step is first needed. ``token_file`` overrides the settings' file.
+        step is first needed. ``token_file`` overrides the settings' file;
+        ``token_store`` (a :class:`~mcpcall.auth.redis_store.RedisTokenStore`
+        shared by a fleet, say) replaces the file altogether.
         """
         from ..auth.oauth import OAuth
         from ..auth.redirect import default_redirect
@@ -96,7 +102,7 @@ class OAuthSettings:
             scopes=self.scopes or None,
             redirect_handler=handler,
             interactive=interactive,
-            token_store=FileTokenStore(token_file or self.token_file),
+            token_store=token_store if token_store is not None else FileTokenStore(token_file or self.token_file),
             timeout=timeout,
             **options,
         )

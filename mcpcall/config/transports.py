@@ -103,7 +103,8 @@ def make_transport(
     """Build (but do not start) the transport ``spec`` asks for.
 
     ``http`` holds the HTTP options (headers, auth, verify, cert, proxies,
-    transport, connect_timeout, read_timeout, max_workers). Flags
+    transport, connect_timeout, read_timeout, max_workers, and token_store: where
+    the OAuth object made for an entry's ``oauth`` settings keeps its tokens). Flags
     (``inherit_env``, a boolean ``verify``) are bools or the words
     true/false, yes/no, on/off, 1/0; anything else is a ConfigError.
     """
@@ -145,8 +146,9 @@ def make_transport(
             if kind is not None and "transport" not in options:
                 options["transport"] = kind
             owned = None
+            store = options.pop("token_store", None)
             if spec.get("oauth") is not None and options.get("auth") is None and not _has_authorization(options["headers"]):
-                owned = options["auth"] = _oauth_of(spec["oauth"], label)
+                owned = options["auth"] = _oauth_of(spec["oauth"], label, store)
             try:
                 transport = _http_transport(spec["url"], name or spec.get("name"), options, max_message_bytes)
             except BaseException:
@@ -210,8 +212,11 @@ def _has_authorization(headers: Mapping[str, Any]) -> bool:
     return any(str(key).lower() == "authorization" for key in headers)
 
 
-def _oauth_of(value: Any, server: str) -> Any:
-    """The OAuth object for an entry's ``oauth`` settings (an OAuthSettings, or a mapping/bool given in Python)."""
+def _oauth_of(value: Any, server: str, token_store: Any = None) -> Any:
+    """The OAuth object for an entry's ``oauth`` settings (an OAuthSettings, or a mapping/bool given in Python).
+
+    ``token_store``: where it keeps its tokens (default: the settings' token file).
+    """
     from .oauth_settings import OAuthSettings, oauth_settings
 
     settings = value if isinstance(value, OAuthSettings) else None
@@ -221,7 +226,7 @@ def _oauth_of(value: Any, server: str) -> Any:
         settings = oauth_settings(value, server)
         if settings is None:
             return None
-    return settings.make_oauth()
+    return settings.make_oauth(token_store=token_store)
 
 
 def _closes_with(transport: Transport, auth: Any) -> Transport:
@@ -311,6 +316,7 @@ def _http_transport(url: str, name: str | None, options: Mapping[str, Any] | Non
         port = None
     server = str(name or (f"{host}:{port}" if host and port else host) or shown)
     opts = dict(options or {})
+    opts.pop("token_store", None)  # for an entry's OAuth settings only (make_transport)
     kind = opts.pop("transport", None) or "auto"
     if kind not in _HTTP_KINDS:
         raise ConfigError(f"server {server!r}: transport must be one of {', '.join(sorted(_HTTP_KINDS))}; got {_shown(kind)}")

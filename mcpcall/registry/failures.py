@@ -21,6 +21,7 @@ from ..errors import (
     SchemaValidationError,
     SessionExpired,
     SignInRequired,
+    TokenStoreUnavailable,
 )
 
 __all__ = ["MAX_REASON_TEXT", "MAX_RPC_TEXT", "failure_text", "model_text", "one_line", "refused", "unreachable"]
@@ -54,6 +55,8 @@ def model_text(exc: BaseException | None, started: bool = True) -> str:
     if isinstance(exc, SignInRequired):
         return ("it needs the user to sign in (OAuth) first: the application has to call auth.login(url) "
                 "or run `mcpcall login URL`")
+    if isinstance(exc, TokenStoreUnavailable):
+        return "the shared store of its OAuth tokens did not answer; details are in the application's log"
     if isinstance(exc, ConnectionClosed):
         if exc.returncode is not None:
             return f"its process exited with code {exc.returncode}"

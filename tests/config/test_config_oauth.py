@@ -156,3 +156,25 @@ def test_config_server_reuses_a_stored_token(server: OAuthServer, tmp_path: Path
     with mcpcall.connect({"url": server.mcp_url, "oauth": {"tokenFile": str(tokens)}}, timeout=10) as client:
         assert client.call_tool("whoami", {}).text == "you are signed in"
     assert len(server.authorize_requests) == 1
+
+
+def test_token_store_option_replaces_the_token_file(server: OAuthServer, tmp_path: Path) -> None:
+    """connect(..., token_store=) (a registry's connect_options): an entry's OAuth keeps its tokens there, not in a file."""
+    from mcpcall.auth.tokens import MemoryTokenStore
+
+    def follow(url: str) -> str:
+        return str(requests.get(url, allow_redirects=False, timeout=5).headers["Location"])
+
+    store = MemoryTokenStore()
+    with OAuth(redirect_uri="http://127.0.0.1:9/callback", redirect_handler=follow, token_store=store, timeout=10) as auth:
+        assert auth.login(server.mcp_url) is not None
+    untouched = tmp_path / "never.json"
+    entry = {"url": server.mcp_url, "oauth": {"tokenFile": str(untouched)}}
+    with mcpcall.connect(entry, timeout=10, token_store=store) as client:
+        assert client.call_tool("whoami", {}).text == "you are signed in"
+    with mcpcall.ToolRegistry({"secure": entry}, connect_options={"token_store": store}) as registry:
+        assert registry.call("mcp__secure__whoami", {}, timeout=10).text == "you are signed in"
+    assert len(server.authorize_requests) == 1 and not untouched.exists()
+    with OAuth(token_store=store, interactive=False) as plain, \
+            mcpcall.connect(server.mcp_url, timeout=10, token_store=store, auth=plain) as client:
+        assert client.call_tool("whoami", {}).text == "you are signed in"  # a plain URL takes (and ignores) the option

@@ -16,9 +16,7 @@ import gc
 import json
 import os
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,7 +27,8 @@ from typing import Any
 
 import pytest
 
-from ..conftest import ROOT, pid_alive, require_peer, wait_until
+from ..conftest import ROOT, pid_alive, wait_until
+from ..redis_server import tail as _tail
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -39,12 +38,6 @@ kombu_pools = pytest.importorskip("kombu.pools")
 
 CALLS = 100
 WORKER_HOST = "mcpcall-test@127.0.0.1"
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _stop(process: subprocess.Popen[bytes], grace: float, group: bool = False) -> None:
@@ -65,61 +58,7 @@ def _stop(process: subprocess.Popen[bytes], grace: float, group: bool = False) -
     process.wait(10)
 
 
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
-def _start_redis(binary: str, port: int, data: Path, log_path: Path) -> subprocess.Popen[bytes] | None:
-    """redis-server on 127.0.0.1:``port`` once it answers PING; None (and nothing left running) if it does not."""
-    with open(log_path, "ab") as log_file:
-        process = subprocess.Popen(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--daemonize", "no", "--dir", str(data)],
-            stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-        )
-    client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1, socket_timeout=1)
-
-    def answers() -> bool:
-        try:
-            return bool(client.ping())
-        except redis.RedisError:
-            return False
-
-    try:
-        up = wait_until(lambda: process.poll() is not None or answers(), timeout=15)
-    finally:
-        client.close()
-        client.connection_pool.disconnect()
-    if up and process.poll() is None:
-        return process
-    _stop(process, grace=5)
-    return None
-
-
-@pytest.fixture
-def redis_url(tmp_path: Path) -> Iterator[str]:
-    """A throwaway redis-server on 127.0.0.1 (no persistence), stopped afterwards."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        require_peer("redis-server (Debian: apt-get install redis-server)")
-    assert binary is not None
-    data = tmp_path / "redis"
-    data.mkdir()
-    log_path = tmp_path / "redis.log"
-    for _attempt in range(3):  # another process may take the free port before redis binds it
-        port = _free_port()
-        process = _start_redis(binary, port, data, log_path)
-        if process is not None:
-            break
-    else:
-        pytest.fail(f"redis-server did not start:\n{_tail(log_path)}")
-    try:
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        _stop(process, grace=10)
+# The broker: the session's redis-server (tests/conftest.py, fixture redis_url), emptied for each test.
 
 
 @pytest.fixture
@@ -184,9 +123,37 @@ def _parent(pid: int) -> int | None:
     return int(stat[stat.rfind(b")") + 2 :].split()[1])
 
 
-def _call(call_id: str, tool: str, arguments: Any) -> dict[str, Any]:
+def _call(call_id: str, tool: str, arguments: Any, server: str = "demo") -> dict[str, Any]:
     text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-    return {"id": call_id, "type": "function", "function": {"name": f"mcp__demo__{tool}", "arguments": text}}
+    return {"id": call_id, "type": "function", "function": {"name": f"mcp__{server}__{tool}", "arguments": text}}
+
+
+def _start_worker(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    """``celery worker --pool prefork --concurrency 2`` on the example, its output in ``log_path``."""
+    with open(log_path, "ab") as log_file:
+        return subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "examples.celery_app", "worker", "--pool", "prefork",
+             "--concurrency", "2", "--loglevel", "INFO", "--hostname", WORKER_HOST,
+             "--without-gossip", "--without-mingle"],
+            cwd=str(ROOT), env=env, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: the last resort kills pool processes too
+        )
+
+
+def _wait_ready(client_app: Any, worker: subprocess.Popen[bytes], log_path: Path) -> None:
+    """Until the worker answers a ping (bounded; a worker that died says why)."""
+    deadline = time.monotonic() + 60
+    while not client_app.control.ping(destination=[WORKER_HOST], timeout=1.0):
+        assert worker.poll() is None, f"the worker exited with {worker.returncode}:\n{_tail(log_path)}"
+        assert time.monotonic() < deadline, f"the worker did not answer a ping in 60 s:\n{_tail(log_path)}"
+
+
+def _ran_by(log_text: str, task: str) -> dict[str, list[str]]:
+    """{task id: [pool process that ran it, ...]} from the worker's log."""
+    ran: dict[str, list[str]] = {}
+    for match in re.finditer(rf"/(ForkPoolWorker-\d+)\] Task {re.escape(task)}\[([0-9a-f-]+)\] succeeded", log_text):
+        ran.setdefault(match.group(2), []).append(match.group(1))
+    return ran
 
 
 def test_celery_prefork_worker_runs_100_tool_calls(tmp_path: Path, redis_url: str, client_app: Any) -> None:
@@ -199,21 +166,11 @@ def test_celery_prefork_worker_runs_100_tool_calls(tmp_path: Path, redis_url: st
     env = dict(os.environ, MCPCALL_CELERY_BROKER=redis_url, MCPCALL_CONFIG=str(config),
                MCPCALL_TEST_MARKER=marker, PYTHONUNBUFFERED="1")
     env.pop("MCPCALL_CELERY_BACKEND", None)
+    env.pop("MCPCALL_TOKEN_REDIS", None)
     log_path = tmp_path / "worker.log"
-    with open(log_path, "ab") as log_file:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "examples.celery_app", "worker", "--pool", "prefork",
-             "--concurrency", "2", "--loglevel", "INFO", "--hostname", WORKER_HOST,
-             "--without-gossip", "--without-mingle"],
-            cwd=str(ROOT), env=env, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: the last resort kills pool processes too
-        )
+    worker = _start_worker(env, log_path)
     try:
-        # Ready when it answers a ping (bounded; a worker that died says why).
-        deadline = time.monotonic() + 60
-        while not client_app.control.ping(destination=[WORKER_HOST], timeout=1.0):
-            assert worker.poll() is None, f"the worker exited with {worker.returncode}:\n{_tail(log_path)}"
-            assert time.monotonic() < deadline, f"the worker did not answer a ping in 60 s:\n{_tail(log_path)}"
+        _wait_ready(client_app, worker, log_path)
 
         # 100 calls fanned out as one group, gathered under one bound.
         calls = [_call(f"call_{i}", "echo", {"message": f"message {i}"}) for i in range(CALLS)]
@@ -256,10 +213,7 @@ def test_celery_prefork_worker_runs_100_tool_calls(tmp_path: Path, redis_url: st
 
     # The log: every task ran exactly once (none lost, none run twice), and both pool processes ran some.
     log_text = log_path.read_text(errors="replace")
-    ran: dict[str, list[str]] = {}
-    for match in re.finditer(r"/(ForkPoolWorker-\d+)\] Task mcpcall\.execute_tool_call\[([0-9a-f-]+)\] succeeded",
-                             log_text):
-        ran.setdefault(match.group(2), []).append(match.group(1))
+    ran = _ran_by(log_text, "mcpcall.execute_tool_call")
     assert all(len(ran.get(task_id, [])) == 1 for task_id in task_ids), "a task ran twice or not at all"
     by_process: set[str] = {ran[task_id][0] for task_id in task_ids}
     assert len(by_process) == 2, f"only {by_process} ran the calls"
@@ -267,3 +221,60 @@ def test_celery_prefork_worker_runs_100_tool_calls(tmp_path: Path, redis_url: st
 
     # No demo server outlives the worker.
     assert wait_until(lambda: not _demo_servers(marker), timeout=10), _demo_servers(marker)
+
+
+def test_celery_workers_share_one_oauth_token_through_redis(tmp_path: Path, redis_url: str, client_app: Any) -> None:
+    """A server behind OAuth with rotating refresh tokens: both pool processes use the token a person signed in for
+    once (stored in the broker's Redis), and when it is due exactly one of them refreshes it."""
+    from dataclasses import replace
+
+    import requests
+
+    from mcpcall.auth.oauth import OAuth
+    from mcpcall.auth.redis_store import RedisTokenStore
+    from tests.cli.test_cli_login import _MCPHandler
+    from tests.servers.oauth_server import OAuthServer
+
+    secret = "fleet-secret-" + uuid.uuid4().hex[:8]
+
+    def follow(url: str) -> str:
+        return str(requests.get(url, allow_redirects=False, timeout=5).headers["Location"])
+
+    srv = OAuthServer(clients={"fleet": secret}, refresh_delay=0.5)  # a slow refresh: the other process needs the token meanwhile
+    srv.httpd.RequestHandlerClass = _MCPHandler  # an MCP server with a "whoami" tool behind the token check
+    with srv, RedisTokenStore(redis_url) as store:
+        # A person signs in once, from a machine with a browser, into the workers' Redis (what `login` does).
+        with OAuth(client_id="fleet", client_secret=secret, redirect_uri="http://127.0.0.1:9/callback",
+                   redirect_handler=follow, token_store=store, timeout=10) as auth:
+            assert auth.login(srv.mcp_url) is not None
+        signed_in = store.get(srv.base, srv.mcp_url)
+        assert signed_in is not None
+        store.put(replace(signed_in, expires_at=time.time() + 20))  # time passes: it is due for refresh
+        config = tmp_path / "mcp.json"
+        config.write_text(json.dumps({"mcpServers": {"remote": {
+            "url": srv.mcp_url, "oauth": {"clientId": "fleet", "clientSecret": "${env:MCP_FLEET_SECRET}"}}}}))
+        env = dict(os.environ, MCPCALL_CELERY_BROKER=redis_url, MCPCALL_CONFIG=str(config), MCP_FLEET_SECRET=secret,
+                   PYTHONUNBUFFERED="1")
+        env.pop("MCPCALL_CELERY_BACKEND", None)
+        env.pop("MCPCALL_TOKEN_REDIS", None)  # the default: the broker's Redis
+        log_path = tmp_path / "worker.log"
+        worker = _start_worker(env, log_path)
+        try:
+            _wait_ready(client_app, worker, log_path)
+            calls = [_call(f"call_{i}", "whoami", {}, server="remote") for i in range(CALLS)]
+            group = celery.group(client_app.signature("mcpcall.execute_tool_call", args=(call,)) for call in calls)
+            result = group.apply_async()
+            messages = result.get(timeout=90)
+            task_ids = [child.id for child in result.results]
+            result.forget()
+        finally:
+            _stop(worker, grace=30, group=True)
+        assert messages == [{"role": "tool", "tool_call_id": f"call_{i}", "content": "you are signed in"}
+                            for i in range(CALLS)], _tail(log_path)
+        assert srv.refresh_count == 1 and srv.refresh_rejected == 0, (srv.refresh_count, srv.refresh_rejected)
+        assert len(srv.authorize_requests) == 1  # only the person's sign-in: no worker asked for one
+        stored = store.get(srv.base, srv.mcp_url)
+        assert stored is not None and (stored.access_token, stored.refresh_token) == srv.issued[-1]
+        assert stored.refresh_token in srv.refresh_tokens  # the rotated refresh token is kept, and live
+    ran = _ran_by(log_path.read_text(errors="replace"), "mcpcall.execute_tool_call")
+    assert len({ran[task_id][0] for task_id in task_ids if task_id in ran}) == 2, "one pool process ran every call"

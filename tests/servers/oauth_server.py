@@ -3,10 +3,13 @@
 Serves the RFC 9728 metadata at ``/.well-known/oauth-protected-resource/mcp``, RFC 8414
 metadata at ``/.well-known/oauth-authorization-server``, ``/register`` (DCR),
 ``/authorize`` (auto-approves: 302 to the redirect URI with code, state and iss),
-``/token`` (authorization_code with PKCE S256 and resource checks; refresh_token) and
+``/token`` (authorization_code with PKCE S256 and resource checks; refresh_token, rotating: each
+refresh token is good for one use and the answer carries the next one; a spent or unknown one gets
+``invalid_grant``, counted in ``refresh_rejected``) and
 ``/mcp`` (401 with a Bearer challenge unless a valid token is sent; else a small MCP
 server of the 2025-11-25 era: initialize, tools/list with one ``echo`` tool, tools/call,
-and ``{}`` for anything else). Everything it saw is recorded for the tests to inspect.
+and ``{}`` for anything else). Everything it saw is recorded for the tests to inspect, and
+everything it issued (``issued``: each token response's access and refresh token, in order).
 
 Options for the later parts of the flow: ``call_scope`` (tools/call needs that scope,
 else 403 ``insufficient_scope``), ``cimd`` (https client ids accepted, as Client ID
@@ -77,7 +80,9 @@ class OAuthServer:
         self.lock = threading.Lock()
         self.codes: dict[str, dict[str, Any]] = {}
         self.tokens: dict[str, float | None] = {}  # access token -> expiry
-        self.refresh_tokens: dict[str, str] = {}  # refresh token -> client_id
+        self.refresh_tokens: dict[str, str] = {}  # refresh token -> client_id (live ones: a refresh spends its token)
+        self.issued: list[tuple[str, str]] = []  # (access token, refresh token) of each token response, in order
+        self.refresh_rejected = 0  # refresh requests answered invalid_grant (a spent, unknown or other client's token)
         self.registrations: list[dict[str, Any]] = []
         self.authorize_requests: list[dict[str, str]] = []
         self.token_requests: list[dict[str, Any]] = []
@@ -139,6 +144,7 @@ class OAuthServer:
         with self.lock:
             self.tokens[access] = None if self.expires_in is None else time.time() + self.expires_in
             self.refresh_tokens[refresh] = client_id
+            self.issued.append((access, refresh))
             self.scopes[access] = scope
             if jkt is not None:
                 self.bound[access] = jkt
@@ -328,6 +334,8 @@ class _Handler(BaseHTTPRequestHandler):
             with app.lock:
                 owner = app.refresh_tokens.pop(form.get("refresh_token", ""), None)
             if app.fail_refresh or owner != client_id:
+                with app.lock:
+                    app.refresh_rejected += 1
                 self._send(400, {"error": "invalid_grant"})
                 return
             self._send(200, app.issue(client_id, (), jkt))
