@@ -626,6 +626,13 @@ class HTTPBase(Transport):
         if exchange is not None:
             exchange.abort()  # its worker sees the shut socket, closes the response and moves on
 
+    def _abort_exchanges(self) -> None:
+        """Abort every exchange under way (requests, notices, acknowledgements): the connection is over."""
+        with self._lock:
+            exchanges = list(self._exchanges.values()) + list(self._active)
+        for exchange in exchanges:
+            exchange.abort()
+
     def _stop_workers(self) -> None:
         with self._lock:
             exchanges = list(self._exchanges.values()) + list(self._active)
