@@ -375,6 +375,10 @@ class HTTPBase(Transport):
         if timed_out or (unreachable is None and isinstance(exc, requests.exceptions.ConnectTimeout)):
             return ConnectionClosed(f"could not reach server {self.name!r} at {where}: no connection within "
                                     f"{connect_timeout:g} s")
+        if any(isinstance(c, TimeoutError) and "handshake" in str(c) for c in causes):
+            # The handshake is bounded by the connect timeout; urllib3 reports it as a read timeout.
+            return ConnectionClosed(f"could not reach server {self.name!r} at {where}: the TLS handshake did not "
+                                    f"finish within {connect_timeout:g} s")
         if unreachable is not None:
             os_error = next((c for c in causes if isinstance(c, OSError) and c.strerror), None)
             reason = os_error.strerror if os_error is not None else str(unreachable).rsplit(": ", 1)[-1]
@@ -382,8 +386,8 @@ class HTTPBase(Transport):
                 reason = _lookup_failure(causes, connect_timeout)
             return ConnectionClosed(f"could not reach server {self.name!r} at {where}: {reason}")
         if isinstance(exc, (requests.exceptions.ReadTimeout, u3.ReadTimeoutError)):
-            return ConnectionClosed(f"server {self.name!r} sent nothing for {self.read_timeout:g} s (read_timeout) "
-                                    f"while answering {what}")
+            waited = "too long" if self.read_timeout is None else f"{self.read_timeout:g} s (read_timeout)"
+            return ConnectionClosed(f"server {self.name!r} sent nothing for {waited} while answering {what}")
         if isinstance(exc, (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
                             requests.exceptions.InvalidSchema, u3.LocationParseError)):
             return ProtocolError(f"server {self.name!r}: cannot send {what} to {where}: the URL is invalid "
