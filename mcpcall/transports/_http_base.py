@@ -255,6 +255,7 @@ class HTTPBase(Transport):
         self._exchanges: dict[Any, Exchange] = {}  # request id -> its exchange, from send() until its job ends
         self._active: set[Exchange] = set()  # every exchange under way (requests, notices, acknowledgements)
         self._unresolved: str | None = None  # the host whose lookup the last exchange that ended gave up on
+        self._unreached: str | None = None  # what the last exchange that ended gave up on while connecting
         self._closing = threading.Event()
         self._closed = False
 
@@ -560,22 +561,30 @@ class HTTPBase(Transport):
         raise NotImplementedError
 
     def _ended_locked(self, exchange: Exchange) -> None:
-        """Under the lock: ``exchange`` is over; remember a name lookup it gave up on (see :meth:`skipped_note`)."""
+        """Under the lock: ``exchange`` is over; remember a name lookup or a connect it gave up on (see :meth:`skipped_note`)."""
         self._active.discard(exchange)
         if exchange.unresolved is not None:
             self._unresolved = exchange.unresolved
         elif exchange.connected:
             self._unresolved = None
+        if exchange.connected:
+            self._unreached = None
+        elif exchange.connecting is not None and exchange.aborted.is_set():
+            self._unreached = exchange.connecting
 
     def skipped_note(self, since: int = 0) -> str | None:
-        """What explains a silence over HTTP: a name lookup that had not finished (a dead DNS server), or None.
+        """What explains a silence over HTTP, or None: a name lookup that had not finished (a dead DNS server),
+        else a TCP connect or a TLS handshake that had not (a host that stopped accepting, a stalled handshake).
 
         One of this transport's exchanges waits for it now, or the last one that
         ended gave up on it (and none has reached the server since).
         """
         with self._lock:
             host = next((e.unresolved for e in self._active if e.unresolved is not None), self._unresolved)
-        return lookup_note(host) if host is not None else None
+            stage = next((e.connecting for e in self._active if e.connecting is not None), self._unreached)
+        if host is not None:
+            return lookup_note(host)
+        return f"{stage} {self.display_url} had not finished" if stage is not None else None
 
     def acknowledged(self, job: Job, timeout: float | None, run: Callable[[Job], None]) -> None:
         """Run ``run(job)`` on the calling thread: a POST whose reply is only an acknowledgement.
