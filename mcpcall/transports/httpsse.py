@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urljoin
 
 from .. import jsonrpc, pieces
-from ..errors import ConnectionClosed, HTTPError, MCPError, ProtocolError
+from ..errors import ConnectionClosed, HTTPError, MCPError, ProtocolError, RequestTimeout
 from ..scheduler import get_scheduler
 from ..sse import LargeEvent, SSEStream
 from ..urls import redact_url, same_origin
@@ -64,7 +64,11 @@ class SSETransport(HTTPBase):
         self._reader = threading.Thread(target=self._read, args=(limit,), name=f"mcpcall-sse-{self.name}", daemon=True)
         self._reader.start()
         if not self._ready.wait(max(0.0, limit - (monotonic() - started))):
+            stage = self._stream_exchange.connecting  # still connecting: the server never got to say anything
             self.close()
+            if stage is not None:
+                raise RequestTimeout(f"could not connect to server {self.name!r} within {limit:g} s: {stage} "
+                                     f"{self.display_url} had not finished", method="the HTTP+SSE stream", timeout=limit)
             raise ProtocolError(f"server {self.name!r} sent no endpoint event within {limit:g} s "
                                 f"(HTTP+SSE GET {self.display_url})")
         if self._start_error is not None:
@@ -94,6 +98,9 @@ class SSETransport(HTTPBase):
                             f"({ctype or 'no type'}), not an SSE stream: {body}", status=response.status_code, body=body,
                         )
                     reason = self._events(response)
+                    if self.endpoint is None and not exchange.aborted.is_set():
+                        raise ConnectionClosed(f"server {self.name!r} closed the HTTP+SSE stream (GET {self.display_url}) "
+                                               "before naming its endpoint")
                 finally:
                     response.close()
         except BaseException as exc:  # noqa: BLE001 - before the endpoint: start() raises it; after: it closes us
