@@ -159,15 +159,19 @@ def current_sending() -> Sending | None:
 
 
 def _track(connection: Any) -> None:
+    """``connection`` is connected (TLS included) or reused: its socket is in the thread's exchange, which has reached
+    the server (a new connection's socket is in it already, since before its connect: :func:`track_socket`)."""
     exchange = getattr(_current, "exchange", None)
     sock = getattr(connection, "sock", None)
-    if exchange is None or sock is None or connection._mcpcall_sock is sock:
+    if exchange is None or sock is None:
+        return
+    exchange.connected = True
+    exchange.connecting = None
+    if connection._mcpcall_sock is sock:
         return
     _untrack(connection)
     connection._mcpcall_exchange = exchange
     connection._mcpcall_sock = sock
-    exchange.connected = True
-    exchange.connecting = None
     exchange.attach(sock)
 
 

@@ -264,8 +264,12 @@ def test_connection_reset_mid_stream(server: FaultServer, transport: str) -> Non
 def test_stream_that_never_ends(server: FaultServer, transport: str) -> None:
     # Keep-alives every 20-50 ms and never the answer: a read timeout of 0.5 s never fires; the deadline ends it.
     with connect(server, transport, read_timeout=0.5) as client:
-        fails(lambda: client.call_tool("slow", {"seconds": 60}, timeout=DEADLINE), DEADLINE, mcpcall.RequestTimeout,
-              f"did not answer tools/call within {DEADLINE:g} s")
+        client.list_tools()
+        if transport != HTTPSSE:
+            server.cut()  # the call goes out on a new connection
+        error = fails(lambda: client.call_tool("slow", {"seconds": 60}, timeout=DEADLINE), DEADLINE,
+                      mcpcall.RequestTimeout, f"did not answer tools/call within {DEADLINE:g} s")
+        assert "had not finished" not in str(error), f"the server was reached, yet: {error}"
         if transport != HTTPSSE:  # the reply stream is the call's own: the client hung up on it
             assert server.wait_for(lambda: len(server.dropped) == 1), "the client kept the stream open"
         secrets_were_sent(server)
@@ -282,8 +286,12 @@ def test_slow_drip(server: FaultServer, transport: str) -> None:
     # timeout of 0.5 s never fires, the call's deadline must end it.
     server.drip_interval = 0.02 if transport == HTTPSSE else 0.05
     with connect(server, transport, read_timeout=0.5) as client:
+        client.list_tools()
+        if transport != HTTPSSE:
+            server.cut()  # the call goes out on a new connection
         server.drip.add("echo")
-        fails(echo(client), DEADLINE, mcpcall.RequestTimeout, f"did not answer tools/call within {DEADLINE:g} s")
+        error = fails(echo(client), DEADLINE, mcpcall.RequestTimeout, f"did not answer tools/call within {DEADLINE:g} s")
+        assert "had not finished" not in str(error), f"the server was reached, yet: {error}"
         if transport != HTTPSSE:
             assert server.wait_for(lambda: len(server.dropped) == 1), "the client kept the reply open"
         else:

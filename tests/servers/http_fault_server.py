@@ -51,6 +51,7 @@ Fault switches beyond the above (see :class:`FaultServer`):
   accept loop ends and the listen backlog is kept full), so a new TCP connect
   hangs in SYN_SENT; connections already open are cut.
 - :attr:`Seen.peer` is the client's port: which requests shared a connection.
+- :meth:`FaultServer.cut`: every open connection is cut; new ones are served.
 - ``reset``: tool names whose reply is cut by a TCP reset (RST) part-way: a JSON
   body after half its bytes, an SSE reply after a first comment and half an
   event; over HTTP+SSE the POST gets its 202 and then the stream is reset.
@@ -264,6 +265,11 @@ class FaultServer:
             sock.close()
         self._backlog.clear()
         self._httpd = None
+
+    def cut(self) -> None:
+        """Cut every open connection (a client's pooled ones too): its next request opens a new one."""
+        assert self._httpd is not None
+        self._httpd.cut_connections()
 
     def stop_accepting(self) -> None:
         """Keep listening but never accept again, with the backlog full: a new TCP connect hangs.
