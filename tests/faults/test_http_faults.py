@@ -41,11 +41,12 @@ pytestmark = pytest.mark.timeout(30)
 
 #: The client's name: every error must name it.
 NAME = "faulty-http-peer"
-#: What the client holds that no error may show: a token in the URL's query, a bearer token, an API key header.
+#: What the client holds that no error may show: credentials and a token in the URL, a bearer token, an API key header.
+URL_PASSWORD = "usecret-61c9d2"
 QUERY_SECRET = "qsecret-8d1f0a"
 TOKEN = "tsecret-5c2e91"
 HEADER_SECRET = "hsecret-3b7a40"
-SECRETS = (QUERY_SECRET, TOKEN, HEADER_SECRET)
+SECRETS = (URL_PASSWORD, QUERY_SECRET, TOKEN, HEADER_SECRET)
 #: The deadline of a call that meets a fault.
 DEADLINE = 1.0
 
@@ -85,9 +86,10 @@ def tls(tmp_path: Path) -> tuple[str, str]:
 
 
 def url_of(server: FaultServer, transport: str) -> str:
-    """The URL a client of ``transport`` is given, with a secret in its query."""
+    """The URL a client of ``transport`` is given, with credentials and a secret in its query."""
+    scheme, rest = server.origin.split("://")
     path = "/sse" if transport == HTTPSSE else "/mcp"
-    return f"{server.origin}{path}?api_key={QUERY_SECRET}"
+    return f"{scheme}://peer:{URL_PASSWORD}@{rest}{path}?api_key={QUERY_SECRET}"
 
 
 def connect(server: FaultServer, transport: str, **options: Any) -> mcpcall.Client:
