@@ -1,4 +1,4 @@
-"""A small, scriptable MCP server over HTTP, for tests/transports/test_http.py.
+"""A small, scriptable MCP server over HTTP, for tests/transports/test_http*.py and tests/faults.
 
 It runs in the test process (a stdlib ``ThreadingHTTPServer`` on 127.0.0.1,
 port 0) and speaks just enough MCP to exercise what well-behaved servers never
@@ -62,8 +62,9 @@ Fault switches beyond the above (see :class:`FaultServer`):
   once while the POST's 202 is dripped.
 - ``sse_junk``: bytes written into every SSE reply before its answer (and onto
   the HTTP+SSE stream before each message it carries): lines that are no SSE
-  field, comments, invalid UTF-8, an ``id`` with a NUL, a bad ``retry``.
-- ``stream_body``: the HTTP+SSE ``GET`` answers with these bytes as an
+  field, comments, invalid UTF-8, an ``id`` with a NUL, a bad ``retry``
+  (:data:`SSE_JUNK` is such bytes).
+- ``stream_body``: the HTTP+SSE ``GET`` answers with these bytes as a
   ``text/event-stream`` body and closes (no endpoint event unless they hold one).
 - ``FaultServer(tls=(cert_file, key_file))``: the server speaks HTTPS (its
   :attr:`~FaultServer.origin` says ``https``); ``tls_handshake`` is
