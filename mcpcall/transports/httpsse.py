@@ -68,7 +68,7 @@ class SSETransport(HTTPBase):
             self.close()
             if stage is not None:
                 raise RequestTimeout(f"could not connect to server {self.name!r} within {limit:g} s: {stage} "
-                                     f"{self.display_url} had not finished", method="the HTTP+SSE stream", timeout=limit)
+                                     f"{self.display_url} had not finished", timeout=limit)
             raise ProtocolError(f"server {self.name!r} sent no endpoint event within {limit:g} s "
                                 f"(HTTP+SSE GET {self.display_url})")
         if self._start_error is not None:
