@@ -248,20 +248,32 @@ class Caller:
     def _call_timeout(self, call: Call) -> RequestTimeout:
         timeout = call.timeout or 0.0
         rounds = f" in {call.rounds + 1} rounds" if call.rounds else ""
+        note = self._silence_note()
         if call.reset and call.max_timeout is not None:  # the call's deadline is max_timeout from its start
             return RequestTimeout(
-                f"server {self.name!r} did not complete {call.method} within {call.max_timeout:g} s{rounds} "
+                f"server {self.name!r} did not complete {call.method} within {call.max_timeout:g} s{rounds}{note} "
                 f"(max_timeout; the timeout of {timeout:g} s is reset by progress; raise max_timeout= if the "
                 "operation is slow)",
                 method=call.method,
                 timeout=call.max_timeout,
             )
         return RequestTimeout(
-            f"server {self.name!r} did not complete {call.method} within {timeout:g} s{rounds} "
+            f"server {self.name!r} did not complete {call.method} within {timeout:g} s{rounds}{note} "
             "(raise timeout= if the operation is slow)",
             method=call.method,
             timeout=timeout,
         )
+
+    def _silence_note(self) -> str:
+        """``"; "`` and what explains the silence now (HTTP: a TCP connect, TLS handshake or name lookup that had
+        not finished), as the dispatcher adds to a timeout; "" when nothing does. Lines a stdio server wrote
+        earlier are not counted: the requests that waited for them said so."""
+        transport = self.connection.transport
+        try:
+            note = transport.skipped_note(transport.skipped())
+        except Exception:  # noqa: BLE001 - the timeout is reported whatever the transport says
+            return ""
+        return f"; {note}" if note else ""
 
     # -- the modern era: result types, rounds, retries (reader and callbacks threads) ------
 

@@ -54,7 +54,7 @@ def _shut(sock: Any) -> None:
 class Exchange:
     """One request's HTTP traffic; ``abort()`` is safe from any thread, any time, more than once."""
 
-    __slots__ = ("_on_abort", "_outer", "_sockets", "aborted", "connected", "label", "unresolved")
+    __slots__ = ("_on_abort", "_outer", "_sockets", "aborted", "connected", "connecting", "label", "unresolved")
 
     def __init__(self, label: Any = None) -> None:
         self.label = label
@@ -62,6 +62,9 @@ class Exchange:
         self.aborted = threading.Event()
         #: True once one of its sockets was connected (TCP, and TLS for https): the server was reached.
         self.connected = False
+        #: What its newest socket waits for while it connects (``"the TCP connect to"``, ``"the TLS handshake
+        #: with"``, followed by the URL in a message); None before its first socket and once connected.
+        self.connecting: str | None = None
         #: The host whose name lookup it waits for; still set if it gave up before the lookup ended.
         self.unresolved: str | None = None
         self._sockets: list[Any] = []
@@ -156,14 +159,19 @@ def current_sending() -> Sending | None:
 
 
 def _track(connection: Any) -> None:
+    """``connection`` is connected (TLS included) or reused: its socket is in the thread's exchange, which has reached
+    the server (a new connection's socket is in it already, since before its connect: :func:`track_socket`)."""
     exchange = getattr(_current, "exchange", None)
     sock = getattr(connection, "sock", None)
-    if exchange is None or sock is None or connection._mcpcall_sock is sock:
+    if exchange is None or sock is None:
+        return
+    exchange.connected = True
+    exchange.connecting = None
+    if connection._mcpcall_sock is sock:
         return
     _untrack(connection)
     connection._mcpcall_exchange = exchange
     connection._mcpcall_sock = sock
-    exchange.connected = True
     exchange.attach(sock)
 
 
@@ -252,6 +260,7 @@ def connect_socket(sock: socket.socket, address: Any, exchange: Exchange, timeou
 def track_socket(connection: Any, exchange: Exchange, sock: socket.socket) -> None:
     """``sock`` is the new socket of ``connection``: in ``exchange`` (and taken out when the pool takes it back)."""
     exchange.attach(sock)
+    exchange.connecting = "the TCP connect to"
     connection._mcpcall_exchange = exchange  # so that the pool's _put_conn takes it back out
     connection._mcpcall_sock = sock
 
@@ -272,6 +281,7 @@ def before_handshake(connection: Any, exchange: Exchange, sock: socket.socket) -
         handle = socket.fromfd(sock.fileno(), sock.family, sock.type, sock.proto)
         connection._mcpcall_handshake = handle
         exchange.attach(handle)
+        exchange.connecting = "the TLS handshake with"
 
 
 def _open_socket(connection: Any, exchange: Exchange) -> socket.socket:

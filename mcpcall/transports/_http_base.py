@@ -255,6 +255,7 @@ class HTTPBase(Transport):
         self._exchanges: dict[Any, Exchange] = {}  # request id -> its exchange, from send() until its job ends
         self._active: set[Exchange] = set()  # every exchange under way (requests, notices, acknowledgements)
         self._unresolved: str | None = None  # the host whose lookup the last exchange that ended gave up on
+        self._unreached: str | None = None  # what the last exchange that ended gave up on while connecting
         self._closing = threading.Event()
         self._closed = False
 
@@ -375,6 +376,10 @@ class HTTPBase(Transport):
         if timed_out or (unreachable is None and isinstance(exc, requests.exceptions.ConnectTimeout)):
             return ConnectionClosed(f"could not reach server {self.name!r} at {where}: no connection within "
                                     f"{connect_timeout:g} s")
+        if any(isinstance(c, TimeoutError) and "handshake" in str(c) for c in causes):
+            # The handshake is bounded by the connect timeout; urllib3 reports it as a read timeout.
+            return ConnectionClosed(f"could not reach server {self.name!r} at {where}: the TLS handshake did not "
+                                    f"finish within {connect_timeout:g} s")
         if unreachable is not None:
             os_error = next((c for c in causes if isinstance(c, OSError) and c.strerror), None)
             reason = os_error.strerror if os_error is not None else str(unreachable).rsplit(": ", 1)[-1]
@@ -382,8 +387,8 @@ class HTTPBase(Transport):
                 reason = _lookup_failure(causes, connect_timeout)
             return ConnectionClosed(f"could not reach server {self.name!r} at {where}: {reason}")
         if isinstance(exc, (requests.exceptions.ReadTimeout, u3.ReadTimeoutError)):
-            return ConnectionClosed(f"server {self.name!r} sent nothing for {self.read_timeout:g} s (read_timeout) "
-                                    f"while answering {what}")
+            waited = "too long" if self.read_timeout is None else f"{self.read_timeout:g} s (read_timeout)"
+            return ConnectionClosed(f"server {self.name!r} sent nothing for {waited} while answering {what}")
         if isinstance(exc, (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
                             requests.exceptions.InvalidSchema, u3.LocationParseError)):
             return ProtocolError(f"server {self.name!r}: cannot send {what} to {where}: the URL is invalid "
@@ -556,22 +561,30 @@ class HTTPBase(Transport):
         raise NotImplementedError
 
     def _ended_locked(self, exchange: Exchange) -> None:
-        """Under the lock: ``exchange`` is over; remember a name lookup it gave up on (see :meth:`skipped_note`)."""
+        """Under the lock: ``exchange`` is over; remember a name lookup or a connect it gave up on (see :meth:`skipped_note`)."""
         self._active.discard(exchange)
         if exchange.unresolved is not None:
             self._unresolved = exchange.unresolved
         elif exchange.connected:
             self._unresolved = None
+        if exchange.connected:
+            self._unreached = None
+        elif exchange.connecting is not None and exchange.aborted.is_set():
+            self._unreached = exchange.connecting
 
     def skipped_note(self, since: int = 0) -> str | None:
-        """What explains a silence over HTTP: a name lookup that had not finished (a dead DNS server), or None.
+        """What explains a silence over HTTP, or None: a name lookup that had not finished (a dead DNS server),
+        else a TCP connect or a TLS handshake that had not (a host that stopped accepting, a stalled handshake).
 
         One of this transport's exchanges waits for it now, or the last one that
         ended gave up on it (and none has reached the server since).
         """
         with self._lock:
             host = next((e.unresolved for e in self._active if e.unresolved is not None), self._unresolved)
-        return lookup_note(host) if host is not None else None
+            stage = next((e.connecting for e in self._active if e.connecting is not None), self._unreached)
+        if host is not None:
+            return lookup_note(host)
+        return f"{stage} {self.display_url} had not finished" if stage is not None else None
 
     def acknowledged(self, job: Job, timeout: float | None, run: Callable[[Job], None]) -> None:
         """Run ``run(job)`` on the calling thread: a POST whose reply is only an acknowledgement.
@@ -625,6 +638,13 @@ class HTTPBase(Transport):
             exchange = self._exchanges.get(request_id)
         if exchange is not None:
             exchange.abort()  # its worker sees the shut socket, closes the response and moves on
+
+    def _abort_exchanges(self) -> None:
+        """Abort every exchange under way (requests, notices, acknowledgements): the connection is over."""
+        with self._lock:
+            exchanges = list(self._exchanges.values()) + list(self._active)
+        for exchange in exchanges:
+            exchange.abort()
 
     def _stop_workers(self) -> None:
         with self._lock:

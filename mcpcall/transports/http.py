@@ -37,7 +37,7 @@ from ..protocol import META_VERSION
 from ..scheduler import get_scheduler
 from ..sse import LargeEvent, SSEStream
 from ._exchanges import Exchange
-from ._http_base import ACK_TIMEOUT, HTTPBase, Job, body_chunks, error_in_body, excerpt
+from ._http_base import ACK_TIMEOUT, HTTPBase, Job, _short, body_chunks, error_in_body, excerpt
 from .base import Receiver, Transport
 from .httpsse import SSETransport
 
@@ -274,7 +274,7 @@ class HTTPTransport(HTTPBase):
                         f"(HTTP {response.status_code}): {excerpt(body)}",
                         status=response.status_code,
                     )
-                answered, new_last, new_retry = self._read_events(response, job.request_id, method, exchange)
+                answered, new_last, new_retry, _ = self._read_events(response, job.request_id, method, exchange)
             finally:
                 response.close()
             if answered:
@@ -294,16 +294,18 @@ class HTTPTransport(HTTPBase):
             ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
             if ctype == "text/event-stream":
                 try:
-                    answered, last_id, retry_ms = self._read_events(response, request_id, method, exchange)
+                    answered, last_id, retry_ms, broken = self._read_events(response, request_id, method, exchange)
                 except ConnectionClosed:
                     if self.era == "modern" or self._closing.is_set():
                         raise
-                    answered, last_id, retry_ms = False, None, None
+                    answered, last_id, retry_ms, broken = False, None, None, None
                 if answered or exchange.aborted.is_set():
                     return None
                 if last_id is not None and self.era != "modern":
                     return last_id, retry_ms
-                raise ConnectionClosed(f"server {self.name!r} closed the stream for {method} before answering it")
+                how = f"broke off the stream for {method} before answering it ({broken})" if broken else \
+                    f"closed the stream for {method} before answering it"
+                raise ConnectionClosed(f"server {self.name!r} {how}")
             if ctype == "application/json" or ctype.endswith("+json"):
                 message = self.read_message(response, method)
                 self._deliver(message)
@@ -336,10 +338,12 @@ class HTTPTransport(HTTPBase):
         )
 
     def _read_events(self, response: Any, request_id: Any, method: str,
-                     exchange: Exchange | None) -> tuple[bool, str | None, int | None]:
-        """Deliver the messages of an SSE stream; True once the answer to ``request_id`` came."""
+                     exchange: Exchange | None) -> tuple[bool, str | None, int | None, str | None]:
+        """Deliver the messages of an SSE stream: (True once the answer to ``request_id`` came, the last event id,
+        the ``retry`` delay, why the stream broke off if it did (legacy: it may be resumed; modern raises))."""
         stream = SSEStream(body_chunks(response), response, self.max_message_bytes)
         answered = False
+        broken: str | None = None
         error: MCPError | None = None
         try:
             for event in stream.events():
@@ -369,12 +373,13 @@ class HTTPTransport(HTTPBase):
                                 f"bytes in answer to {method} (raise max_message_bytes= if it is legitimate)") from exc
         except Exception as exc:  # noqa: BLE001 - urllib3/requests/socket errors when the stream breaks
             if answered or self._closing.is_set() or (exchange is not None and exchange.aborted.is_set()):
-                return True, None, None
+                return True, None, None, None
             if self.era == "modern":
                 error = self.transport_error(exc, method)
+            broken = _short(exc)
         if error is not None:
             raise error  # outside the except block: no foreign __context__
-        return answered, stream.decoder.last_event_id, stream.decoder.retry_ms
+        return answered, stream.decoder.last_event_id, stream.decoder.retry_ms, broken
 
     # -- the GET stream (legacy) ----------------------------------------------------------
 
@@ -414,7 +419,7 @@ class HTTPTransport(HTTPBase):
                             self._log(logging.DEBUG, "server %r offers no GET stream (HTTP %d)", self.name, response.status_code)
                             return
                         delay = 1.0
-                        _, new_last, retry_ms = self._read_events(response, None, "the GET stream", exchange)
+                        _, new_last, retry_ms, _ = self._read_events(response, None, "the GET stream", exchange)
                         last_id = new_last or last_id
                         if retry_ms is not None:
                             delay = _retry_seconds(retry_ms)

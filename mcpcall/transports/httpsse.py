@@ -3,6 +3,11 @@
 Thread ``mcpcall-sse-<server>`` reads the stream; requests are POSTed to the
 endpoint the server names by the shared worker pool. The stream runs inside an
 exchange that ``close()`` aborts, so closing never waits on a read.
+
+A request's POST is only an acknowledgement; its answer comes on the stream.
+Once the answer came, a POST still going :data:`ACK_GRACE` seconds later is
+aborted (a server slow to acknowledge holds neither the caller nor a worker),
+and when the stream dies every POST in flight is aborted with it.
 """
 
 from __future__ import annotations
@@ -14,16 +19,20 @@ from typing import Any
 from urllib.parse import urljoin
 
 from .. import jsonrpc, pieces
-from ..errors import ConnectionClosed, HTTPError, MCPError, ProtocolError
+from ..errors import ConnectionClosed, HTTPError, MCPError, ProtocolError, RequestTimeout
+from ..scheduler import get_scheduler
 from ..sse import LargeEvent, SSEStream
 from ..urls import redact_url, same_origin
 from ._exchanges import Exchange
 from ._http_base import ACK_TIMEOUT, HTTPBase, Job, _short, body_chunks, error_in_body, excerpt
 from .base import Receiver
 
-__all__ = ["SSETransport"]
+__all__ = ["ACK_GRACE", "SSETransport"]
 
 log = logging.getLogger("mcpcall.http")
+
+#: How long a request's POST may go on after its answer came on the stream before it is aborted.
+ACK_GRACE = 0.5
 
 
 class SSETransport(HTTPBase):
@@ -55,7 +64,11 @@ class SSETransport(HTTPBase):
         self._reader = threading.Thread(target=self._read, args=(limit,), name=f"mcpcall-sse-{self.name}", daemon=True)
         self._reader.start()
         if not self._ready.wait(max(0.0, limit - (monotonic() - started))):
+            stage = self._stream_exchange.connecting  # still connecting: the server never got to say anything
             self.close()
+            if stage is not None:
+                raise RequestTimeout(f"could not connect to server {self.name!r} within {limit:g} s: {stage} "
+                                     f"{self.display_url} had not finished", timeout=limit)
             raise ProtocolError(f"server {self.name!r} sent no endpoint event within {limit:g} s "
                                 f"(HTTP+SSE GET {self.display_url})")
         if self._start_error is not None:
@@ -85,6 +98,9 @@ class SSETransport(HTTPBase):
                             f"({ctype or 'no type'}), not an SSE stream: {body}", status=response.status_code, body=body,
                         )
                     reason = self._events(response)
+                    if self.endpoint is None and not exchange.aborted.is_set():
+                        raise ConnectionClosed(f"server {self.name!r} closed the HTTP+SSE stream (GET {self.display_url}) "
+                                               "before naming its endpoint")
                 finally:
                     response.close()
         except BaseException as exc:  # noqa: BLE001 - before the endpoint: start() raises it; after: it closes us
@@ -99,6 +115,8 @@ class SSETransport(HTTPBase):
             self._receiver.on_close(ConnectionClosed(
                 f"server {self.name!r} {reason}; this HTTP+SSE connection is over: connect again (a new client)"
             ))
+            # Its POSTs in flight too: a caller running its own (a connect that hangs) is freed now, not by a timeout.
+            self._abort_exchanges()
 
     def _events(self, response: Any) -> str:
         stream = SSEStream(body_chunks(response), response, self.max_message_bytes)
@@ -120,17 +138,33 @@ class SSETransport(HTTPBase):
                 if event.event not in ("message", "") or not (large or event.data):
                     continue
                 try:  # a large event's data as the reads it came in, each let go once decoded
-                    self._deliver(pieces.decode_parts(event.take(), "replace") if isinstance(event, LargeEvent) else jsonrpc.decode(event.data))
+                    message = pieces.decode_parts(event.take(), "replace") if isinstance(event, LargeEvent) else jsonrpc.decode(event.data)
                 except ProtocolError as exc:
                     if self._receiver is not None:
                         self._receiver.on_warning(f"server {self.name!r} sent an SSE event that is not JSON; skipped: {exc}",
                                                  kind="sse-not-json")
+                    continue
+                self._deliver(message)
+                self._answered(message)
         except ProtocolError:
             if self.endpoint is None:
                 raise
             return (f"sent an SSE event over the limit of {self.max_message_bytes} bytes "
                     "(raise max_message_bytes= if it is legitimate)")
         return "closed the SSE stream"
+
+    def _answered(self, message: Any) -> None:
+        """``message`` came on the stream; if it answers a request whose POST is still going, end that POST
+        :data:`ACK_GRACE` seconds from now (it has nothing left to give, and its caller may be running it)."""
+        if not isinstance(message, dict) or "method" in message:
+            return
+        request_id = message.get("id")
+        if request_id.__class__ not in (str, int):
+            return
+        with self._lock:
+            exchange = self._exchanges.get(request_id)
+        if exchange is not None:
+            get_scheduler().schedule(ACK_GRACE, exchange.abort)
 
     def send(self, message: dict[str, Any], *, timeout: float | None = None) -> None:
         if self._closing.is_set():

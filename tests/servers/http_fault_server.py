@@ -1,4 +1,4 @@
-"""A small, scriptable MCP server over HTTP, for tests/transports/test_http.py.
+"""A small, scriptable MCP server over HTTP, for tests/transports/test_http*.py and tests/faults.
 
 It runs in the test process (a stdlib ``ThreadingHTTPServer`` on 127.0.0.1,
 port 0) and speaks just enough MCP to exercise what well-behaved servers never
@@ -51,15 +51,40 @@ Fault switches beyond the above (see :class:`FaultServer`):
   accept loop ends and the listen backlog is kept full), so a new TCP connect
   hangs in SYN_SENT; connections already open are cut.
 - :attr:`Seen.peer` is the client's port: which requests shared a connection.
+- :meth:`FaultServer.cut`: every open connection is cut; new ones are served.
+- ``reset``: tool names whose reply is cut by a TCP reset (RST) part-way: a JSON
+  body after half its bytes, an SSE reply after a first comment and half an
+  event; over HTTP+SSE the POST gets its 202 and then the stream is reset.
+- ``drip``: tool names whose whole reply (status line, headers and body) goes
+  out one byte every ``drip_interval`` seconds, so no single read ever waits
+  long; over HTTP+SSE the answer's event on the stream is dripped.
+- ``drip_ack`` (HTTP+SSE): tool names whose answer goes out on the stream at
+  once while the POST's 202 is dripped.
+- ``sse_junk``: bytes written into every SSE reply before its answer (and onto
+  the HTTP+SSE stream before each message it carries): lines that are no SSE
+  field, comments, invalid UTF-8, an ``id`` with a NUL, a bad ``retry``
+  (:data:`SSE_JUNK` is such bytes).
+- ``stream_body``: the HTTP+SSE ``GET`` answers with these bytes as a
+  ``text/event-stream`` body and closes (no endpoint event unless they hold one).
+- ``FaultServer(tls=(cert_file, key_file))``: the server speaks HTTPS (its
+  :attr:`~FaultServer.origin` says ``https``); ``tls_handshake`` is
+  ``"normal"``, ``"silent"`` (new connections are accepted and never answered)
+  or ``"drip"`` (the server's handshake bytes go out one every
+  ``drip_interval`` seconds).
+- The ``slow`` tool also works over HTTP+SSE: 202, then the answer on the
+  stream after ``seconds`` (keep-alives meanwhile).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import queue
 import select
 import socket
+import ssl
+import struct
 import threading
 import time
 import uuid
@@ -73,6 +98,8 @@ LEGACY = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 HEADER_MISMATCH = -32020
 MCP_PATHS = ("/mcp", "/mcp2")
+_DRIP = "__drip__"  # a message on the HTTP+SSE stream to drip (see _Handler._pump)
+_RESET = "__reset__"  # a reset of the HTTP+SSE stream in its queue
 
 
 def big_text(size: int) -> str:
@@ -147,8 +174,12 @@ class Reply:
 class FaultServer:
     """The server; :meth:`start` it, flip switches, :meth:`stop` it."""
 
-    def __init__(self, host: str = "127.0.0.1") -> None:
+    def __init__(self, host: str = "127.0.0.1", tls: tuple[str, str] | None = None) -> None:
         self.host = host
+        self._tls: ssl.SSLContext | None = None
+        if tls is not None:
+            self._tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self._tls.load_cert_chain(*tls)
         # -- switches --------------------------------------------------------
         self.modern = True  # answer server/discover (else -32601: a legacy-only server)
         self.reply = "json"  # how requests are answered: "json" or "sse"
@@ -168,6 +199,13 @@ class FaultServer:
         self.endpoint_event = True  # the HTTP+SSE stream names its endpoint
         self.get_delay = 0.0  # seconds before the standalone GET stream answers
         self.get_retry_ms: int | None = None  # the standalone GET stream starts with this ``retry:``
+        self.reset: set[str] = set()  # tool names whose reply is cut by a TCP reset part-way
+        self.drip: set[str] = set()  # tool names whose whole reply goes out a byte at a time
+        self.drip_ack: set[str] = set()  # HTTP+SSE: tool names answered at once on the stream, their 202 dripped
+        self.drip_interval = 0.05  # seconds between two dripped bytes (replies and the TLS handshake)
+        self.sse_junk = b""  # written into every SSE reply before its answer, and before each HTTP+SSE message
+        self.stream_body: bytes | None = None  # the HTTP+SSE GET answers with this body and closes
+        self.tls_handshake = "normal"  # with tls=: "normal", "silent" or "drip"
         # -- what happened -----------------------------------------------------
         self.seen: list[Seen] = []
         self.sessions: dict[str, int] = {}  # live session id -> requests seen
@@ -185,6 +223,7 @@ class FaultServer:
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._backlog: list[socket.socket] = []  # connections that fill the listen backlog (stop_accepting)
+        self._timers: list[threading.Timer] = []  # late answers of ``slow`` over HTTP+SSE
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -202,7 +241,7 @@ class FaultServer:
 
     @property
     def origin(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self._tls is not None else 'http'}://{self.host}:{self.port}"
 
     @property
     def url(self) -> str:
@@ -214,6 +253,9 @@ class FaultServer:
         if httpd is None:
             return
         self._stopping.set()
+        for timer in self._timers:
+            timer.cancel()
+            timer.join(5)
         httpd.shutdown()
         assert self._thread is not None
         self._thread.join(5)
@@ -224,6 +266,11 @@ class FaultServer:
             sock.close()
         self._backlog.clear()
         self._httpd = None
+
+    def cut(self) -> None:
+        """Cut every open connection (a client's pooled ones too): its next request opens a new one."""
+        assert self._httpd is not None
+        self._httpd.cut_connections()
 
     def stop_accepting(self) -> None:
         """Keep listening but never accept again, with the backlog full: a new TCP connect hangs.
@@ -363,6 +410,62 @@ class _HTTPServer(ThreadingHTTPServer):
         self._handlers: list[threading.Thread] = []
         self._guard = threading.Lock()
         super().__init__(*args, **kwargs)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        if self.fault._tls is not None:
+            wrapped = self._handshake(request)
+            if wrapped is None:
+                self.shutdown_request(request)
+                return
+            request = wrapped
+        super().process_request_thread(request, client_address)
+
+    def _handshake(self, request: socket.socket) -> ssl.SSLSocket | None:
+        """The server's side of the TLS handshake, as :attr:`FaultServer.tls_handshake` says; None: no connection to serve."""
+        fault = self.fault
+        assert fault._tls is not None
+        if fault.tls_handshake != "normal":
+            self._stall_handshake(request, fault._tls, drip=fault.tls_handshake == "drip")
+            return None
+        request.settimeout(5)
+        try:
+            wrapped = fault._tls.wrap_socket(request, server_side=True)
+        except (OSError, ValueError):
+            return None
+        wrapped.settimeout(None)
+        with self._guard:
+            self._conns.discard(request)
+            self._conns.add(wrapped)
+        return wrapped
+
+    def _stall_handshake(self, request: socket.socket, context: ssl.SSLContext, *, drip: bool) -> None:
+        """Never answer the ClientHello, or (``drip``) answer it a byte every ``drip_interval`` seconds,
+        until the client hangs up or the server stops."""
+        fault = self.fault
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        tls = context.wrap_bio(incoming, outgoing, server_side=True)
+        pending = b""
+        while not fault._stopping.is_set():
+            if drip:
+                try:
+                    tls.do_handshake()
+                except ssl.SSLWantReadError:
+                    pass
+                except ssl.SSLError:
+                    return
+                pending += outgoing.read()
+            readable, _, _ = select.select([request], [], [], fault.drip_interval if pending else 0.05)
+            try:
+                if readable:
+                    data = request.recv(65536)
+                    if not data:
+                        return
+                    incoming.write(data)
+                elif pending:
+                    request.sendall(pending[:1])
+                    pending = pending[1:]
+            except OSError:
+                return
 
     def process_request(self, request: Any, client_address: Any) -> None:
         thread = threading.Thread(target=self.process_request_thread, args=(request, client_address),
@@ -538,6 +641,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
+        if method == "tools/call" and key in fault.reset:
+            self._reply_reset(message, headers)
+            return
+        if method == "tools/call" and key in fault.drip:
+            self._reply_drip(message, headers)
+            return
         if method == "tools/call" and key in ("slow", "hold", "trickle", "resume", "elicit", "ask"):
             getattr(self, f"_tool_{key}")(message, headers)
             return
@@ -547,12 +656,65 @@ class _Handler(BaseHTTPRequestHandler):
             use_sse = bool(params["arguments"]["sse"])
         if use_sse:
             self.start_sse(headers)
+            self.write(fault.sse_junk)
             data = sse_event(reply, event_id=uuid.uuid4().hex)
             for start in range(0, len(data), 65536):
                 self.write(data[start:start + 65536])
             self.end_sse()
         else:
             self.send_json(200, reply, headers)
+
+    def _reply_reset(self, message: dict[str, Any], headers: dict[str, str]) -> None:
+        """Part of the reply, then a TCP reset: half a JSON body, or a comment and half an event."""
+        whole = json.dumps(self.fault.answer(message)).encode()
+        if self.fault.reply == "sse":
+            self.start_sse(headers)
+            self.write(b": working\n\n" + sse_event(self.fault.answer(message))[: len(whole) // 2])
+        else:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(whole)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(whole[: len(whole) // 2])
+        with self.server._guard:
+            self.server._conns.discard(self.connection)
+        _reset_socket(self.connection)
+        self.close_connection = True
+
+    def _reply_drip(self, message: dict[str, Any], headers: dict[str, str]) -> None:
+        """The whole reply, status line and headers included, one byte every ``drip_interval`` seconds."""
+        answer = self.fault.answer(message)
+        if self.fault.reply == "sse":
+            body = sse_event(answer)
+            lines = ["HTTP/1.1 200 OK", "Content-Type: text/event-stream", "Cache-Control: no-cache"]
+        else:
+            body = json.dumps(answer).encode()
+            lines = ["HTTP/1.1 200 OK", "Content-Type: application/json", f"Content-Length: {len(body)}"]
+        lines += ["Connection: close"] + [f"{name}: {value}" for name, value in headers.items()]
+        self.close_connection = True
+        self._drip(("\r\n".join(lines) + "\r\n\r\n").encode() + body, message.get("id"))
+
+    def _drip(self, data: bytes, request_id: Any, send: Callable[[bytes], Any] | None = None) -> bool:
+        """Send ``data`` a byte at a time (with ``send``, default: straight to the socket); False when the
+        client hung up (noted) or the server stopped first."""
+        conn = self.connection
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        send = send or conn.sendall
+        for i in range(len(data)):
+            if self.fault._stopping.is_set():
+                return False
+            try:
+                gone = _peer_closed(conn, self.fault.drip_interval)
+                if not gone:
+                    send(data[i : i + 1])
+            except OSError:
+                gone = True
+            if gone:
+                self.fault._note_drop(request_id)
+                return False
+        return True
 
     def _send_canned(self, canned: Reply, message: dict[str, Any]) -> None:
         body = canned.body(message) if callable(canned.body) else canned.body
@@ -753,14 +915,32 @@ class _Handler(BaseHTTPRequestHandler):
             with fault._changed:
                 fault.get_streams_open -= 1
 
-    def _pump(self, source: queue.Queue[dict[str, Any]]) -> None:
-        """Send what ``source`` yields, with keep-alives, until the server stops or the client goes."""
+    def _pump(self, source: queue.Queue[dict[str, Any]], junk: bool = False) -> None:
+        """Send what ``source`` yields, with keep-alives, until the server stops or the client goes.
+
+        ``junk``: each message is preceded by :attr:`FaultServer.sse_junk`. A message
+        ``{_DRIP: message}`` is dripped (see :meth:`_drip`); ``{_RESET: True}`` resets the stream.
+        """
+        fault = self.fault
         try:
-            while not self.fault._stopping.is_set():
+            while not fault._stopping.is_set():
                 try:
                     message = source.get(timeout=0.05)
                 except queue.Empty:
                     self.write(b": keepalive\n\n")
+                    continue
+                if junk:
+                    self.write(fault.sse_junk)
+                if _RESET in message:
+                    self.write(b": going\n\n" + b'data: {"jsonrpc": "2.0", ')
+                    self.wfile.flush()
+                    with self.server._guard:
+                        self.server._conns.discard(self.connection)
+                    _reset_socket(self.connection)
+                    break
+                if _DRIP in message:
+                    if not self._drip(sse_event(message[_DRIP]), message[_DRIP].get("id"), self.write):
+                        break
                     continue
                 self.write(sse_event(message))
         except OSError:
@@ -773,13 +953,18 @@ class _Handler(BaseHTTPRequestHandler):
         source: queue.Queue[dict[str, Any]] = queue.Queue()
         with fault._lock:
             fault._sse_queues[sid] = source
+        if fault.stream_body is not None:
+            self.start_sse(chunked=False)
+            self.write(fault.stream_body)
+            self.end_sse()
+            return
         self.start_sse()
         try:
             if fault.endpoint_event:
                 self.write(sse_event(fault.sse_endpoint or f"/messages?sessionId={sid}", event="endpoint"))
         except OSError:
             return
-        self._pump(source)
+        self._pump(source, junk=True)
 
     def _post_legacy_sse(self, message: Any) -> None:
         fault = self.fault
@@ -789,16 +974,37 @@ class _Handler(BaseHTTPRequestHandler):
         if target is None:
             self.send_body(404, b"unknown session", "text/plain")
             return
+        params: dict[str, Any] = {}
+        name = None  # the tool called, if any
         if isinstance(message, dict):
             params = message.get("params") or {}
-            key = params.get("name") if message.get("method") == "tools/call" else message.get("method")
-            canned = fault.fail.get(str(key))
+            name = params.get("name") if message.get("method") == "tools/call" else None
+            canned = fault.fail.get(str(name if name is not None else message.get("method")))
             if canned is not None:
                 self._send_canned(canned, message)
                 return
+        if name in fault.drip_ack:
+            target.put(fault.answer(message))
+            self.close_connection = True
+            self._drip(b"HTTP/1.1 202 Accepted\r\nContent-Type: text/plain\r\nContent-Length: 8\r\n\r\nAccepted",
+                       message.get("id"))
+            return
         self.send_body(202, b"Accepted", "text/plain")
         if isinstance(message, dict) and message.get("method") and "id" in message:
-            target.put(fault.answer(message))
+            if name in fault.reset:
+                target.put({_RESET: True})
+            elif name in fault.drip:
+                target.put({_DRIP: fault.answer(message)})
+            elif name == "slow":
+                seconds = float((params.get("arguments") or {}).get("seconds", 1))
+                slept = {"jsonrpc": "2.0", "id": message.get("id"), "result": {"content": [{"type": "text", "text": "slept"}]}}
+                timer = threading.Timer(seconds, target.put, args=(slept,))
+                timer.daemon = True
+                with fault._lock:
+                    fault._timers.append(timer)
+                timer.start()
+            else:
+                target.put(fault.answer(message))
 
     def do_DELETE(self) -> None:
         self._seen()
@@ -808,12 +1014,40 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_body(self.fault.delete_status, b"", "text/plain")
 
 
-def _peer_closed(conn: socket.socket) -> bool:
-    """True when the client closed the connection (EOF is readable), waiting at most 20 ms to see."""
-    readable, _, _ = select.select([conn], [], [], 0.02)
+def _peer_closed(conn: socket.socket, wait: float = 0.02) -> bool:
+    """True when the client closed the connection (EOF is readable), waiting at most ``wait`` seconds to see.
+
+    Over TLS anything readable counts as closed (a client that waits for its answer sends nothing
+    but its ``close_notify``): the record layer cannot be peeked at.
+    """
+    readable, _, _ = select.select([conn], [], [], wait)
     if not readable:
         return False
+    if isinstance(conn, ssl.SSLSocket):
+        return True
     try:
         return not conn.recv(1, socket.MSG_PEEK)
     except OSError:
         return True
+
+
+def _reset_socket(conn: socket.socket) -> None:
+    """Close ``conn`` with a TCP reset (RST) rather than a FIN; the socket object is left detached."""
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    os.close(conn.detach())
+
+
+#: Lines an SSE decoder must survive: no field, a field without a colon, invalid UTF-8, a NUL in an
+#: ``id`` (ignored), a ``retry`` that is no number (ignored), an unknown field, a lone CR, and an event of
+#: invalid UTF-8 (data that is no JSON once decoded). A decoder that follows the WHATWG rules dispatches
+#: that last event only.
+SSE_JUNK = (
+    b"<html><body>502 Bad Gateway</body></html>\n"
+    b"\xff\xfe\x00garbage\n"
+    b"event\n"
+    b"id: a\x00b\n"
+    b"retry: soon\n"
+    b"colour: red\r"
+    b"\n"
+    b"data: \xc3\x28\xa0\xa1 not JSON\n\n"
+)

@@ -149,3 +149,18 @@ def test_close_ends_a_connect_in_its_tls_handshake(silent_tls: int, ca_file: str
     finally:
         client.close()
         job.done_within(30)
+
+
+def test_a_notify_never_acknowledged_on_a_new_connection_is_no_connect_failure(server: FaultServer) -> None:
+    # An exchange on a new plain-HTTP connection never counted as connected: its socket was recorded before its
+    # connect, and that made the "connected" mark skip it. notify(timeout=1) then said "could not connect to server".
+    client = mcpcall.connect(server.url, timeout=10, protocol="legacy")
+    try:
+        server.cut()  # the notice goes out on a new connection
+        server.stall = {"notifications/anything"}
+        _, error, _ = outcome_of(client.notify, "notifications/anything", timeout=1)
+        assert isinstance(error, mcpcall.RequestTimeout), error
+        assert "did not acknowledge" in str(error), error
+    finally:
+        server.release.set()
+        client.close()
