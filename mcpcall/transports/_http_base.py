@@ -412,9 +412,13 @@ class HTTPBase(Transport):
         as bytes beside their text and then text beside the parsed value.
         """
         parts = self.read_parts(response, what)
-        if len(parts) == 1 and parts[0].__class__ is bytes:  # a small body, in one read
-            return jsonrpc.decode(parts[0])
-        return pieces.decode_parts(parts)
+        try:
+            if len(parts) == 1 and parts[0].__class__ is bytes:  # a small body, in one read
+                return jsonrpc.decode(parts[0])
+            return pieces.decode_parts(parts)
+        except ProtocolError as exc:  # the decoder's text says what is wrong, not whose body it was
+            error = ProtocolError(f"server {self.name!r} answered {what} with a body that is not valid JSON: {exc}")
+        raise error
 
     def read_parts(self, response: Any, what: str, limit: int | None = None) -> list[pieces.Piece]:
         """The whole body of ``response`` as the reads it came in, at most ``limit`` (default ``max_message_bytes``) bytes.
