@@ -13,7 +13,7 @@ from time import monotonic
 from typing import Any
 from urllib.parse import urljoin
 
-from .. import jsonrpc, pieces
+from .. import jsonrpc
 from ..errors import ConnectionClosed, HTTPError, MCPError, ProtocolError
 from ..sse import LargeEvent, SSEStream
 from ..urls import redact_url, same_origin
@@ -119,12 +119,9 @@ class SSETransport(HTTPBase):
                 large = isinstance(event, LargeEvent)
                 if event.event not in ("message", "") or not (large or event.data):
                     continue
-                try:  # a large event's data as the reads it came in, each let go once decoded
-                    self._deliver(pieces.decode_parts(event.take(), "replace") if isinstance(event, LargeEvent) else jsonrpc.decode(event.data))
-                except ProtocolError as exc:
-                    if self._receiver is not None:
-                        self._receiver.on_warning(f"server {self.name!r} sent an SSE event that is not JSON; skipped: {exc}",
-                                                 kind="sse-not-json")
+                message, _ = self.event_message(event)
+                if message is not None:
+                    self._deliver(message)
         except ProtocolError:
             if self.endpoint is None:
                 raise
