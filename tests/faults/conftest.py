@@ -211,8 +211,9 @@ class SlowCallback:
         self._queued: Callable[[], int] = lambda: 0
         self._lock = threading.Lock()
 
-    def watch(self, client: mcpcall.Client) -> None:
-        self._queued = client.callbacks.queued
+    def watch(self, client: mcpcall.Client, waiting: Optional[Callable[[], int]] = None) -> None:
+        """Count what waits on ``client``'s callbacks thread (or what ``waiting()`` says waits for this callback)."""
+        self._queued = waiting if waiting is not None else client.callbacks.queued
 
     def __call__(self, *args: Any) -> None:
         with self._lock:
