@@ -36,7 +36,7 @@ from tests.faults.conftest import (
     HTTPSSE,
     STDIO,
 )
-from tests.servers.http_fault_server import _Handler, _HTTPServer, FaultServer, sse_event
+from tests.servers.http_fault_server import FaultServer, _Handler, _HTTPServer, sse_event
 
 #: The ``_meta`` key that tags a modern subscription's notifications (the test keeps its own copy of the spec's).
 META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"

@@ -10,9 +10,6 @@ the client must make of it there.
 
 from __future__ import annotations
 
-import math
-import threading
-import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, List
 
@@ -30,7 +27,6 @@ from tests.faults.conftest import (
     TRANSPORTS,
     Expect,
     SlowCallback,
-    within,
 )
 from tests.faults.peers import Peer
 
