@@ -10,6 +10,7 @@ the client must make of it there.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Callable, Iterator, List
 
@@ -22,13 +23,14 @@ from tests.conftest import pid_alive, wait_until
 from tests.faults.conftest import (
     HTTP_LEGACY_JSON,
     HTTP_MODERN_JSON,
+    HTTPSSE,
     MARGIN,
     STDIO,
     TRANSPORTS,
     Expect,
     SlowCallback,
 )
-from tests.faults.peers import Peer
+from tests.faults.peers import UNKNOWN_ID, Peer
 
 #: The deadline of a faulty call: short, so that the matrix runs fast; a hang shows as a miss of it + MARGIN.
 DEADLINE = 1.0
@@ -66,6 +68,19 @@ def echo(client: mcpcall.Client, message: str, timeout: float = DEADLINE, **opti
     return lambda: client.call_tool("echo", {"message": message}, timeout=timeout, **options)
 
 
+@pytest.fixture
+def records(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """mcpcall's records, debug ones included: what shows that a stray message reached the client and was dropped."""
+    caplog.set_level(logging.DEBUG, logger="mcpcall")
+    return caplog
+
+
+def dropped(records: pytest.LogCaptureFixture, request_id: Any) -> bool:
+    """Whether the client dropped a response to ``request_id`` (unknown, or answered already)."""
+    text = f"dropped a response to unknown or finished request {request_id!r}"
+    return any(text in record.getMessage() for record in records.records)
+
+
 def ready(peer: Peer, **options: Any) -> mcpcall.Client:
     """A connected client that has listed the tools (so that the faulty call is only the call)."""
     client = peer.connect(**options)
@@ -91,29 +106,36 @@ def test_never_answers(transport: str, open_peer: Callable[..., Peer]) -> None:
 
 @pytest.mark.fault("answers late")
 @every_transport
-def test_answers_late(transport: str, open_peer: Callable[..., Peer]) -> None:
+def test_answers_late(transport: str, open_peer: Callable[..., Peer], records: pytest.LogCaptureFixture) -> None:
     # The answer comes after the deadline: the call failed at its deadline, and the late answer (on
     # stdio and HTTP+SSE it does arrive, on the one stream) is dropped, never taken for the next call's.
     peer = open_peer(transport, "late", delay=DEADLINE + 0.5)
     client = ready(peer)
     expect = Expect(peer.name)
-    expect.fails(echo(client, "late"), RequestTimeout, deadline=DEADLINE, cause=r"did not answer tools/call within 1 s")
+    late = client.call_tool_future("echo", {"message": "late"}, timeout=DEADLINE)
+    expect.fails(late.result, RequestTimeout, deadline=DEADLINE, cause=r"did not answer tools/call within 1 s")
     peer.wait_late_sent()
+    if transport in (STDIO, HTTPSSE):
+        assert wait_until(lambda: dropped(records, late.request_id)), "the late answer never reached the client"
     expect.usable(client)
 
 
 @pytest.mark.fault("answers twice")
 @every_transport
-def test_answers_twice(transport: str, open_peer: Callable[..., Peer]) -> None:
+def test_answers_twice(transport: str, open_peer: Callable[..., Peer], records: pytest.LogCaptureFixture) -> None:
     # The call returns once, with its answer; the copy is dropped. On modern JSON the copy comes as the
     # body of the next call's reply (no other stream there): that call fails at once (a body that is
     # not its response), and is never given the earlier call's result.
     peer = open_peer(transport, "twice")
     client = ready(peer)
     expect = Expect(peer.name)
-    assert expect.returns(echo(client, "once"), deadline=DEADLINE).text == "once"
+    once = client.call_tool_future("echo", {"message": "once"}, timeout=DEADLINE)
+    assert expect.returns(once.result, deadline=DEADLINE).text == "once"
+    if transport != HTTP_MODERN_JSON:
+        assert wait_until(lambda: dropped(records, once.request_id)), "the copy never reached the client"
     if transport == HTTP_MODERN_JSON:
         expect.fails(echo(client, "second"), ProtocolError, deadline=DEADLINE, cause=r"not its response")
+        assert dropped(records, once.request_id), "the copy was not dropped"
     else:
         assert expect.returns(echo(client, "second"), deadline=DEADLINE).text == "second"
     expect.usable(client)
@@ -121,7 +143,7 @@ def test_answers_twice(transport: str, open_peer: Callable[..., Peer]) -> None:
 
 @pytest.mark.fault("answers an unknown id")
 @every_transport
-def test_answers_an_unknown_id(transport: str, open_peer: Callable[..., Peer]) -> None:
+def test_answers_an_unknown_id(transport: str, open_peer: Callable[..., Peer], records: pytest.LogCaptureFixture) -> None:
     # A response nobody asked for is dropped and the real answer still counts; a JSON body (which holds
     # one message) that answers another id fails its call at once instead of leaving it to its deadline.
     peer = open_peer(transport, "unknown-id")
@@ -131,6 +153,7 @@ def test_answers_an_unknown_id(transport: str, open_peer: Callable[..., Peer]) -
         expect.fails(echo(client, "mine"), ProtocolError, deadline=DEADLINE, cause=r"not its response \(id \d+\)")
     else:
         assert expect.returns(echo(client, "mine"), deadline=DEADLINE).text == "mine"
+    assert wait_until(lambda: dropped(records, UNKNOWN_ID)), "the stray response never reached the client"
     expect.usable(client)
 
 
@@ -149,7 +172,7 @@ def test_answers_out_of_order(transport: str, open_peer: Callable[..., Peer]) ->
 
 @pytest.mark.fault("garbage / non-JSON-RPC messages")
 @every_transport
-def test_garbage(transport: str, open_peer: Callable[..., Peer]) -> None:
+def test_garbage(transport: str, open_peer: Callable[..., Peer], records: pytest.LogCaptureFixture) -> None:
     # Lines or events that are no JSON-RPC message are skipped and the answers after them count; a JSON
     # body that is none (not JSON, JSON but no message, a batch of non-messages) fails its call at once.
     peer = open_peer(transport, "garbage")
@@ -161,6 +184,10 @@ def test_garbage(transport: str, open_peer: Callable[..., Peer]) -> None:
                          cause=r"not (valid )?JSON|not its response")
         else:
             assert expect.returns(echo(client, str(n)), deadline=DEADLINE).text == str(n)
+    if transport not in JSON_REPLIES:  # (a JSON body that is none is the call's error)
+        assert wait_until(lambda: any("not JSON" in r.getMessage() for r in records.records)), "no garbage was seen"
+        skipped = [r.getMessage() for r in records.records if r.levelno == logging.WARNING and "skipped" in r.getMessage()]
+        assert skipped and all(repr(peer.name) in text for text in skipped), skipped
     expect.usable(client)
 
 
