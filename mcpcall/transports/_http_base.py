@@ -481,11 +481,11 @@ class HTTPBase(Transport):
             except ProtocolError as exc:
                 problem = exc
         else:
-            head = event.data[:_PEEK].encode("utf-8", "replace")
             try:
                 return jsonrpc.decode(event.data), None
             except ProtocolError as exc:
                 problem = exc
+            head = event.data[:_PEEK].encode("utf-8", "replace")
         request_id = jsonrpc.peek_id(head)
         receiver = self._receiver
         if receiver is None:
