@@ -358,8 +358,12 @@ class MatrixHandler(_Handler):
                 fault._batch = []
                 fault._released = batch[::-1]
                 fault._order.notify_all()
-            # Wait for this call's turn: last arrived, first answered.
-            ok = fault._order.wait_for(lambda: fault._released[:1] == [rid] or fault._stopping.is_set(), 10.0)
+            # Wait for this call's turn: last arrived, first answered (looking at stop() now and then: it does
+            # not notify this condition).
+            deadline = time.monotonic() + 10.0
+            while fault._released[:1] != [rid] and not fault._stopping.is_set() and time.monotonic() < deadline:
+                fault._order.wait(0.05)
+            ok = fault._released[:1] == [rid]
         if not ok or fault._stopping.is_set():
             self.close_connection = True
             return
