@@ -31,6 +31,12 @@ without limit). There are two ways in:
   counted, and one warning per burst says how many (it is itself emitted on
   this thread: logging handlers are user code).
 
+Once :meth:`CallbackRunner.close` began, droppable entries still queued run for
+:data:`CLOSE_GRACE` seconds more, no longer: a slow callback behind a flood (a
+thousand log messages queued) does not hold ``close()`` up for the whole
+backlog; what is left is dropped, counted, and reported in one warning. What
+must run still runs.
+
 :meth:`CallbackRunner.log` emits a log record from any thread: at once on a
 caller's or this thread, offered (droppable, like a notification) when the
 current thread is one of mcpcall's I/O or scheduler threads (``mcpcall-*``),
@@ -57,7 +63,7 @@ from concurrent.futures import Future
 from time import monotonic
 from typing import Any, Callable
 
-__all__ = ["DEFAULT_MAX_QUEUED", "MAX_DEFERRED_RECORDS", "CallbackRunner", "flush_deferred", "log_later", "on_io_thread"]
+__all__ = ["CLOSE_GRACE", "DEFAULT_MAX_QUEUED", "MAX_DEFERRED_RECORDS", "CallbackRunner", "flush_deferred", "log_later", "on_io_thread"]
 
 log = logging.getLogger("mcpcall.callbacks")
 
@@ -65,6 +71,9 @@ _WAKE = object()
 
 #: How many droppable (unkeyed) notifications may wait for the callbacks thread at a time.
 DEFAULT_MAX_QUEUED = 1000
+
+#: How long after close() began droppable entries still queued are run (the rest are dropped).
+CLOSE_GRACE = 1.0
 
 _CALLBACKS_PREFIX = "mcpcall-callbacks-"
 
@@ -159,6 +168,8 @@ class CallbackRunner:
         self._offered = 0  # unkeyed offers queued and not yet taken
         self._dropped: dict[str, int] = {}  # what was dropped since the last report, by kind
         self._report_queued = False
+        self._closed_at = 0.0  # monotonic time close() began
+        self._lost_at_close = 0  # droppable entries not run: still queued CLOSE_GRACE after close() began
 
     def _put(self, item: Any) -> None:
         """Under the lock: queue ``item``, starting the thread on first use."""
@@ -270,6 +281,10 @@ class CallbackRunner:
                     self._offered -= 1
                 elif self._keyed.get(item.key) is item:
                     del self._keyed[item.key]
+                closed_at = self._closed_at
+            if closed_at and monotonic() - closed_at > CLOSE_GRACE:
+                self._lost_at_close += 1  # closing, and this fell too far behind: not run
+                return
         else:
             fn, args = item
         try:
@@ -282,9 +297,13 @@ class CallbackRunner:
         while not self._stopping:
             item = get()
             if item is None:
-                return
+                break
             if item is not _WAKE:
                 self._call(item)
+        if self._lost_at_close:  # this thread's last act: nothing runs after it
+            _emit_guarded(log, logging.WARNING, "server %r: %d notifications still waiting for the client's callbacks "
+                          "(on_log, progress, listeners) were dropped: the client was closed %.1f s before and a "
+                          "callback was still that far behind", (self.server, self._lost_at_close, CLOSE_GRACE), None)
 
     def wait_for(self, future: Future[Any], timeout: float | None = None) -> bool:
         """On the callbacks thread: run queued callbacks until ``future`` is done.
@@ -317,11 +336,13 @@ class CallbackRunner:
         return future.done()
 
     def close(self, timeout: float = 5.0) -> None:
-        """Run what is queued, then stop the thread; idempotent."""
+        """Run what is queued (droppable entries for :data:`CLOSE_GRACE` seconds at most), then stop the thread;
+        idempotent."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+            self._closed_at = monotonic()
             thread = self._thread
             if thread is not None:
                 self._queue.put(None)

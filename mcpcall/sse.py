@@ -30,7 +30,7 @@ from sseclient import Event, SSEClient
 from .errors import ProtocolError
 from .pieces import Piece, Pieces
 
-__all__ = ["MAX_RETRY_MS", "Event", "LargeEvent", "SSEDecoder", "SSEStream"]
+__all__ = ["MAX_RETRY_MS", "Event", "LargeEvent", "OversizeEvent", "SSEDecoder", "SSEStream"]
 
 #: The largest ``retry`` the decoder reports; a larger value (or one of
 #: thousands of digits) is clamped to it. Transports may cap it further.
@@ -38,6 +38,7 @@ MAX_RETRY_MS = 2**31 - 1
 
 _BOM = b"\xef\xbb\xbf"
 _TAKE = 64 * 1024  # a data line at least this long is taken out of the buffer, not copied
+_HEAD = 4096  # bytes of a skipped event's data kept (what a message quotes; its id)
 
 
 def _retry_value(value: bytes) -> int | None:
@@ -125,6 +126,24 @@ class LargeEvent(Event):
         return parts
 
 
+class OversizeEvent(Event):
+    """Stands for an event that grew past the limit and was skipped (``skip_oversize``): ``head`` is the
+    start of its data (what names the message's id), ``size`` how many bytes it had."""
+
+    def __init__(self, head: bytes, size: int) -> None:
+        super().__init__()
+        self.head = head
+        self.size = size
+
+
+def _head_of(value: bytes | bytearray | _Taken | _Long, size: int) -> bytes:
+    if isinstance(value, _Taken):
+        return bytes(value.buffer[value.start : value.start + size])
+    if isinstance(value, _Long):
+        return b"".join(bytes(part[:size]) for part in value.parts[:2])[:size]
+    return bytes(value[:size])
+
+
 class SSEDecoder:
     """Turns a byte stream into :class:`sseclient.Event` objects, in linear time.
 
@@ -135,11 +154,18 @@ class SSEDecoder:
     One UTF-8 byte-order mark at the very start of the stream is dropped.
 
     The only error :meth:`feed` raises is :class:`ProtocolError`, when an
-    event's data or one unfinished line grows past ``max_event_bytes``.
+    event's data or one unfinished line grows past ``max_event_bytes``. With
+    ``skip_oversize`` it raises none: such an event is read to its end without
+    being kept and yielded as an :class:`OversizeEvent` (for a stream that
+    serves many requests, where one oversize message must not end the others).
     """
 
-    def __init__(self, max_event_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(self, max_event_bytes: int = 64 * 1024 * 1024, *, skip_oversize: bool = False) -> None:
         self.max_event_bytes = max_event_bytes
+        self.skip_oversize = skip_oversize
+        self._skipping = False  # inside an event over the limit: its data is counted, not kept
+        self._skip_head = b""
+        self._skip_size = 0
         self.last_event_id: str | None = None
         self.retry_ms: int | None = None
         self._buffer = bytearray()
@@ -210,11 +236,18 @@ class SSEDecoder:
             # A long data line not yet ended: its reads are kept as they come from now on, in blocks mapped on
             # their own, which decoding its JSON lets go one by one (pieces.decode_parts), not joined in the buffer.
             self._long = Pieces()
-            self._long.append(bytes(memoryview(buffer)[6 if buffer[5:6] == b" " else 5 :]))
+            if self._skipping:  # a line of an event over the limit: counted, let go
+                self._skip_size += len(buffer)
+            else:
+                self._long.append(bytes(memoryview(buffer)[6 if buffer[5:6] == b" " else 5 :]))
             del buffer[:]
             self._check_long()
         if len(buffer) > self.max_event_bytes:
-            raise ProtocolError(f"an SSE line grew past {self.max_event_bytes} bytes without ending")
+            if not self.skip_oversize:
+                raise ProtocolError(f"an SSE line grew past {self.max_event_bytes} bytes without ending")
+            self._skip(bytes(buffer[:_HEAD]), len(buffer))
+            del buffer[:]
+            self._long = Pieces()  # the rest of this line is let go as it comes
         return events
 
     def _long_line(self, chunk: bytes) -> bytes:
@@ -224,11 +257,15 @@ class SSEDecoder:
         lf = chunk.find(b"\n")
         cr = chunk.find(b"\r", 0, lf if lf >= 0 else len(chunk))
         brk = cr if cr >= 0 else lf
-        if brk < 0:
+        if self._skipping:  # the line of an event over the limit: counted, let go
+            self._skip_size += len(chunk) if brk < 0 else brk
+            if brk < 0:
+                return b""
+        elif brk < 0:
             pieces.append(chunk)
             self._check_long()
             return b""
-        if brk:
+        elif brk:
             pieces.append(chunk[:brk])
         self._check_long()
         self._long = None
@@ -246,9 +283,32 @@ class SSEDecoder:
     def _check_long(self) -> None:
         pieces = self._long
         if pieces is not None and self._data_size + pieces.size > self.max_event_bytes:
+            if self.skip_oversize:
+                head = self._skip_head_of(pieces.head(_HEAD))
+                self._skip(head, self._data_size + pieces.size)
+                pieces.clear()  # stays the long line, let go from here on
+                return
             pieces.clear()
             self._long = None
             raise ProtocolError(f"an SSE event is larger than the limit of {self.max_event_bytes} bytes")
+
+    def _skip_head_of(self, more: bytes) -> bytes:
+        """The start of the event's data so far, then ``more``: the head of an event about to be skipped."""
+        head = b"".join(_head_of(part, _HEAD) + b"\n" for part in self._data[:2])
+        return (head + more)[:_HEAD]
+
+    def _skip(self, head: bytes, size: int) -> None:
+        """From here the event is over the limit: let go of its data, count the rest up to its end."""
+        if not self._skipping:
+            self._skipping = True
+            self._skip_head = head
+            self._skip_size = 0
+        self._skip_size += size
+        for part in self._data:
+            if isinstance(part, (_Taken, _Long)):
+                part.release()
+        self._data = []
+        self._data_size = 0
 
     def _line_in(self, buffer: bytearray, start: int, end: int) -> Event | None:
         """The line ``buffer[start:end]``, with the value copied out once (not four times: a 10 MB event)."""
@@ -267,6 +327,17 @@ class SSEDecoder:
         return None
 
     def _add_data(self, value: bytes | bytearray | _Taken | _Long) -> None:
+        if self._skipping:
+            self._skip_size += len(value) + 1
+            if isinstance(value, (_Taken, _Long)):
+                value.release()
+            return
+        if self._data_size + len(value) + 1 > self.max_event_bytes and self.skip_oversize:
+            head = self._skip_head_of(_head_of(value, _HEAD))
+            self._skip(head, self._data_size + len(value) + 1)
+            if isinstance(value, (_Taken, _Long)):
+                value.release()
+            return
         self._data.append(value)
         self._data_size += len(value) + 1
         if self._data_size > self.max_event_bytes:
@@ -292,6 +363,19 @@ class SSEDecoder:
     def _dispatch(self) -> Event | None:
         """A blank line: the event so far, if it has data, an id or a retry; the event state is reset either way."""
         event: Event | None = None
+        if self._skipping:  # the end of an event over the limit
+            self._skipping = False
+            event = OversizeEvent(self._skip_head, self._skip_size)
+            self._skip_head = b""
+            event.id = self._event_id
+            event.event = self._event_type or "message"
+            event.retry = self._event_retry
+            if self._event_id is not None:
+                self.last_event_id = self._event_id
+            self._event_id = None
+            self._event_retry = None
+            self._event_type = ""
+            return event
         if self._data or self._event_id is not None or self._event_retry is not None:
             parts = self._data
             if len(parts) == 1 and isinstance(parts[0], _Long):
@@ -333,13 +417,14 @@ class SSEStream(SSEClient):
     ``retry`` (their ``data`` is empty), so a caller can resume a stream.
     """
 
-    def __init__(self, chunks: Iterator[bytes], closer: Any = None, max_event_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(self, chunks: Iterator[bytes], closer: Any = None, max_event_bytes: int = 64 * 1024 * 1024, *,
+                 skip_oversize: bool = False) -> None:
         # What SSEClient.__init__ sets, without its logger look-up and debug record per stream.
         self._logger = _SSECLIENT_LOG
         self._event_source = closer if closer is not None else chunks
         self._char_enc = "utf-8"
         self._chunks = chunks
-        self.decoder = SSEDecoder(max_event_bytes)
+        self.decoder = SSEDecoder(max_event_bytes, skip_oversize=skip_oversize)
 
     def events(self) -> Generator[Event, None, None]:
         """Every event, in order, until the source ends."""

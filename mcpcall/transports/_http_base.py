@@ -38,6 +38,7 @@ from .. import jsonrpc, pieces
 from ..errors import ConfigError, ConnectionClosed, HTTPError, MCPError, ProtocolError, RequestTimeout
 from ..forking import Owned
 from ..scheduler import get_scheduler
+from ..sse import LargeEvent
 from ..urls import origin, redact_url, same_origin
 from ._bearer import BearerAuth
 from ._exchanges import Exchange, Sending, sending, track_session
@@ -50,6 +51,7 @@ __all__ = ["CauseSummary", "HTTPBase", "Job", "error_in_body"]
 log = logging.getLogger("mcpcall.http")
 
 _CHUNK = 64 * 1024
+_PEEK = 4096  # bytes of an undecodable event looked at for its id
 _MAX_REDIRECTS = 5
 _EXCERPT = 300
 #: How long a notification or a response may wait for its acknowledgement when the sender set no timeout.
@@ -417,9 +419,13 @@ class HTTPBase(Transport):
         as bytes beside their text and then text beside the parsed value.
         """
         parts = self.read_parts(response, what)
-        if len(parts) == 1 and parts[0].__class__ is bytes:  # a small body, in one read
-            return jsonrpc.decode(parts[0])
-        return pieces.decode_parts(parts)
+        try:
+            if len(parts) == 1 and parts[0].__class__ is bytes:  # a small body, in one read
+                return jsonrpc.decode(parts[0])
+            return pieces.decode_parts(parts)
+        except ProtocolError as exc:  # the decoder's text says what is wrong, not whose body it was
+            error = ProtocolError(f"server {self.name!r} answered {what} with a body that is not valid JSON: {exc}")
+        raise error
 
     def read_parts(self, response: Any, what: str, limit: int | None = None) -> list[pieces.Piece]:
         """The whole body of ``response`` as the reads it came in, at most ``limit`` (default ``max_message_bytes``) bytes.
@@ -464,6 +470,38 @@ class HTTPBase(Transport):
                 if size >= 8 * 1024:
                     break
         return b"".join(parts)
+
+    def event_message(self, event: Any) -> tuple[Any, Any]:
+        """The message an SSE event carries, and the id of a request failed instead (else None).
+
+        An event whose data is not JSON is skipped, with a warning; if it names a
+        request (its id comes first: an answer cut short), that request fails now
+        with :class:`ProtocolError`, as a line of stdio does, rather than at its deadline.
+        """
+        if isinstance(event, LargeEvent):  # its data as the reads it came in, each let go once decoded
+            parts = event.take()
+            head = b"".join(bytes(part[:_PEEK]) for part in parts[:2])[:_PEEK]
+            try:
+                return pieces.decode_parts(parts, "replace"), None
+            except ProtocolError as exc:
+                problem = exc
+        else:
+            try:
+                return jsonrpc.decode(event.data), None
+            except ProtocolError as exc:
+                problem = exc
+            head = event.data[:_PEEK].encode("utf-8", "replace")
+        request_id = jsonrpc.peek_id(head)
+        receiver = self._receiver
+        if receiver is None:
+            return None, None
+        if request_id is None:
+            receiver.on_warning(f"server {self.name!r} sent an SSE event that is not JSON; skipped: {problem}",
+                                kind="sse-not-json")
+            return None, None
+        receiver.on_bad_message(ProtocolError(f"server {self.name!r} answered request {request_id!r} with an SSE "
+                                              f"event that is not valid JSON: {problem}"), request_id)
+        return None, request_id
 
     def _deliver(self, message: Any) -> None:
         receiver = self._receiver

@@ -30,7 +30,7 @@ import threading
 import time
 from typing import Any
 
-from .. import jsonrpc, pieces
+from .. import jsonrpc
 from ..errors import ConnectionClosed, HTTPError, MCPError, ProtocolError, SessionExpired
 from ..headers import HeaderParams, param_headers, standard_headers
 from ..protocol import META_VERSION
@@ -350,12 +350,11 @@ class HTTPTransport(HTTPBase):
                 large = isinstance(event, LargeEvent)
                 if event.event not in ("message", "") or not (large or event.data):
                     continue
-                try:  # a large event's data as the reads it came in, each let go once decoded
-                    message = pieces.decode_parts(event.take(), "replace") if isinstance(event, LargeEvent) else jsonrpc.decode(event.data)
-                except ProtocolError as exc:
-                    if self._receiver is not None:
-                        self._receiver.on_warning(f"server {self.name!r} sent an SSE event that is not JSON; skipped: {exc}",
-                                                 kind="sse-not-json")
+                message, failed = self.event_message(event)
+                if failed is not None and failed == request_id:
+                    answered = True  # answered with an event that is not JSON: the request failed with that
+                    break
+                if failed is not None or message is None:
                     continue
                 self._deliver(message)
                 if (

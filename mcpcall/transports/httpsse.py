@@ -18,10 +18,10 @@ from time import monotonic
 from typing import Any
 from urllib.parse import urljoin
 
-from .. import jsonrpc, pieces
+from .. import jsonrpc
 from ..errors import ConnectionClosed, HTTPError, MCPError, ProtocolError, RequestTimeout
 from ..scheduler import get_scheduler
-from ..sse import LargeEvent, SSEStream
+from ..sse import LargeEvent, OversizeEvent, SSEStream
 from ..urls import redact_url, same_origin
 from ._exchanges import Exchange
 from ._http_base import ACK_TIMEOUT, HTTPBase, Job, _short, body_chunks, error_in_body, excerpt
@@ -119,39 +119,44 @@ class SSETransport(HTTPBase):
             self._abort_exchanges()
 
     def _events(self, response: Any) -> str:
-        stream = SSEStream(body_chunks(response), response, self.max_message_bytes)
-        try:
-            for event in stream.events():
-                if event.event == "endpoint" and self.endpoint is None:
-                    if not event.data.strip():
-                        raise ProtocolError(f"server {self.name!r} named an empty endpoint")
-                    target = urljoin(self.url, event.data.strip())
-                    if not same_origin(self.url, target):
-                        raise ProtocolError(
-                            f"server {self.name!r} named an endpoint on another origin or an unclear URL "
-                            f"({redact_url(target)}); refused, so requests and credentials stay with the server you named"
-                        )
-                    self.endpoint = target
-                    self._ready.set()
-                    continue
-                large = isinstance(event, LargeEvent)
-                if event.event not in ("message", "") or not (large or event.data):
-                    continue
-                try:  # a large event's data as the reads it came in, each let go once decoded
-                    message = pieces.decode_parts(event.take(), "replace") if isinstance(event, LargeEvent) else jsonrpc.decode(event.data)
-                except ProtocolError as exc:
-                    if self._receiver is not None:
-                        self._receiver.on_warning(f"server {self.name!r} sent an SSE event that is not JSON; skipped: {exc}",
-                                                 kind="sse-not-json")
-                    continue
+        # An event over the limit is skipped (not held) and fails the one request it names, as an oversize
+        # line of stdio does: this one stream serves every request, and ending it would end them all.
+        stream = SSEStream(body_chunks(response), response, self.max_message_bytes, skip_oversize=True)
+        for event in stream.events():
+            if isinstance(event, OversizeEvent):
+                self._oversize(event)
+                continue
+            if event.event == "endpoint" and self.endpoint is None:
+                if not event.data.strip():
+                    raise ProtocolError(f"server {self.name!r} named an empty endpoint")
+                target = urljoin(self.url, event.data.strip())
+                if not same_origin(self.url, target):
+                    raise ProtocolError(
+                        f"server {self.name!r} named an endpoint on another origin or an unclear URL "
+                        f"({redact_url(target)}); refused, so requests and credentials stay with the server you named"
+                    )
+                self.endpoint = target
+                self._ready.set()
+                continue
+            large = isinstance(event, LargeEvent)
+            if event.event not in ("message", "") or not (large or event.data):
+                continue
+            message, _ = self.event_message(event)
+            if message is not None:
                 self._deliver(message)
                 self._answered(message)
-        except ProtocolError:
-            if self.endpoint is None:
-                raise
-            return (f"sent an SSE event over the limit of {self.max_message_bytes} bytes "
-                    "(raise max_message_bytes= if it is legitimate)")
         return "closed the SSE stream"
+
+    def _oversize(self, event: OversizeEvent) -> None:
+        """An event over ``max_message_bytes``, skipped: the request it names fails (all in flight if it names none)."""
+        error = ProtocolError(
+            f"server {self.name!r} sent an SSE event of {event.size} bytes, over the limit of {self.max_message_bytes} "
+            "bytes (raise max_message_bytes= if it is legitimate); it was skipped"
+        )
+        if self.endpoint is None:
+            raise error  # before the endpoint: start() fails with it
+        if self._receiver is not None:
+            self._receiver.on_bad_message(error, jsonrpc.peek_id(event.head))
 
     def _answered(self, message: Any) -> None:
         """``message`` came on the stream; if it answers a request whose POST is still going, end that POST

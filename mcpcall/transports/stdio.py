@@ -712,8 +712,9 @@ class StdioTransport(Transport):
         receiver = self._receiver
         closing = self._closing or ended == "closing"
         returncode = self._exit_code(wait=0.0 if closing else 1.0)
-        if not closing:
-            # Let the stderr drain catch the last words before reporting them.
+        if not closing and returncode is not None:
+            # Let the stderr drain catch the last words before reporting them (a process that lives on keeps
+            # its stderr open: the drain would not end, and the error would only come later).
             for thread in list(self._threads):
                 if thread.name.startswith("mcpcall-stderr-") and thread.ident is not None:
                     thread.join(1.0)

@@ -8,18 +8,34 @@ transport only. At the end of the run the table of faults × transports is print
 does not apply (a subprocess that ignores SIGTERM has no HTTP counterpart).
 ``test_matrix.py`` fails when a cell that :data:`APPLIES` names has no test.
 
-Every test here is also held to the root conftest's leak check: no thread, child process or file
-descriptor (sockets included) is left behind.
+Every cell is held to the same expectations, applied by :class:`Expect` (one place, so that every
+test applies them the same way):
+
+1. the call returns or fails within its deadline plus :data:`MARGIN`, never hangs (:meth:`Expect.returns`,
+   :meth:`Expect.fails`);
+2. a failure raises the documented error type, with a message naming the server and the cause
+   (:meth:`Expect.fails`);
+3. afterwards the client is usable where the protocol allows (:meth:`Expect.usable`: a next call
+   succeeds) or says it is closed (:meth:`Expect.closed`: a next call fails at once with
+   ``ConnectionClosed``);
+4. no thread, child process or file descriptor (sockets included) is left: the root conftest's leak
+   check, which no test here may opt out of (``allow_leaks`` is refused at collection);
+5. floods: what waits for a slow user callback is bounded (:meth:`Expect.bounded`, with a
+   :class:`SlowCallback` that records how much waited each time it ran).
 """
 
 from __future__ import annotations
 
 import os
+import re
+import threading
 import time
 from contextlib import contextmanager
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
 
 import pytest
+
+import mcpcall
 
 STDIO = "stdio"
 HTTP_LEGACY_JSON = "http-legacy-json"
@@ -108,6 +124,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
             raise pytest.UsageError(f"{item.nodeid}: unknown fault {fault!r} (add it to APPLIES in tests/faults/conftest.py)")
         if transport not in APPLIES[fault]:
             raise pytest.UsageError(f"{item.nodeid}: fault {fault!r} does not apply to {transport!r}")
+        if item.get_closest_marker("allow_leaks") is not None:
+            raise pytest.UsageError(f"{item.nodeid}: a cell of the fault matrix is always checked for leaks "
+                                    "(no allow_leaks)")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -176,3 +195,84 @@ def within(seconds: float, what: str = "the call") -> Iterator[None]:
         took = time.monotonic() - started
         if took > seconds + MARGIN:
             pytest.fail(f"{what} took {took:.2f} s, past its deadline of {seconds:g} s (+{MARGIN:g} s margin)")
+
+
+class SlowCallback:
+    """A user's callback that takes ``seconds`` each time it runs (progress, on_log, on_change, a listener).
+
+    It records its arguments and, each time it runs, how many entries wait on the client's callbacks
+    thread (:meth:`watch` names the client): what a flood has queued behind it.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.calls: List[Tuple[Any, ...]] = []
+        self.waiting: List[int] = []
+        self._queued: Callable[[], int] = lambda: 0
+        self._lock = threading.Lock()
+
+    def watch(self, client: mcpcall.Client, waiting: Optional[Callable[[], int]] = None) -> None:
+        """Count what waits on ``client``'s callbacks thread (or what ``waiting()`` says waits for this callback)."""
+        self._queued = waiting if waiting is not None else client.callbacks.queued
+
+    def __call__(self, *args: Any) -> None:
+        with self._lock:
+            self.calls.append(args)
+            self.waiting.append(self._queued())
+        time.sleep(self.seconds)
+
+
+class Expect:
+    """The expectations of every cell (see the module's docstring), for the client named ``server``."""
+
+    def __init__(self, server: str) -> None:
+        self.server = server
+
+    def returns(self, action: Callable[[], Any], *, deadline: float, what: str = "the call") -> Any:
+        """1: ``action()`` returns within ``deadline`` (+ MARGIN); its value."""
+        with within(deadline, what):
+            return action()
+
+    def fails(self, action: Callable[[], Any], error: Type[BaseException], *, deadline: float, cause: str,
+              what: str = "the call") -> BaseException:
+        """1 and 2: ``action()`` fails within ``deadline`` (+ MARGIN) with ``error`` (exactly that type or a
+        subclass), whose message names the server and matches ``cause`` (a regular expression)."""
+        with within(deadline, what):
+            try:
+                action()
+            except BaseException as exc:  # noqa: BLE001 - judged below
+                raised: Optional[BaseException] = exc
+            else:
+                raised = None
+        if raised is None:
+            pytest.fail(f"{what} returned; expected {error.__name__} ({cause})")
+        assert isinstance(raised, error), f"{what} raised {type(raised).__name__}, not {error.__name__}: {raised}"
+        text = str(raised)
+        assert repr(self.server) in text, f"the error does not name server {self.server!r}: {text}"
+        assert re.search(cause, text), f"the error does not give the cause ({cause}): {text}"
+        return raised
+
+    def usable(self, client: mcpcall.Client, *, deadline: float = 5.0, call: Optional[Callable[[], Any]] = None) -> None:
+        """3: the client goes on: a next call (default: ``echo``, checked) succeeds within its deadline."""
+        if call is None:
+            result = self.returns(lambda: client.call_tool("echo", {"message": "next"}, timeout=deadline),
+                                  deadline=deadline, what="the next call")
+            assert result.text == "next", f"the next call got {result.text!r}, not its own answer"
+        else:
+            self.returns(call, deadline=deadline, what="the next call")
+        assert not client.closed
+
+    def closed(self, client: mcpcall.Client) -> None:
+        """3: the client says it is closed: a next call fails at once with ConnectionClosed naming the server."""
+        self.fails(lambda: client.call_tool("echo", {"message": "next"}, timeout=30), mcpcall.ConnectionClosed,
+                   deadline=0.0, cause=".", what="a call after the connection ended")
+
+    def bounded(self, callback: SlowCallback, *, flood: int, most_waiting: int, most_runs: int) -> None:
+        """5: a flood of ``flood`` messages behind ``callback``: at most ``most_waiting`` entries ever waited
+        for it, and it ran at most ``most_runs`` times (what it missed was coalesced or dropped, not queued)."""
+        assert callback.calls, "the callback never ran"
+        assert max(callback.waiting) <= most_waiting, (
+            f"up to {max(callback.waiting)} entries waited for a slow callback (a flood of {flood}); at most "
+            f"{most_waiting} may")
+        assert len(callback.calls) <= most_runs, (
+            f"a slow callback ran {len(callback.calls)} times for a flood of {flood}: what waits for it is not bounded")

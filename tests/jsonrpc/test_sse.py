@@ -174,3 +174,42 @@ def test_a_long_data_line_over_the_limit_is_refused_while_it_grows() -> None:
     with pytest.raises(ProtocolError, match="larger than the limit"):
         for chunk in _split(b"data: " + b"x" * 400_000, 4096):
             decoder.feed(chunk)
+
+
+# -- skip_oversize: an event over the limit is read to its end, let go, and stood for by an OversizeEvent ---------
+
+
+OVERSIZE_STREAMS = {
+    # a long data line (kept as pieces while it grows)
+    "long line": b'data: {"jsonrpc":"2.0","id":5,"result":"' + b"x" * 400_000 + b'"}\n\n',
+    # many short data lines (the event's data grows line by line)
+    "many lines": b'data: {"jsonrpc":"2.0","id":5,\n' + b"data: " + b"y" * 100 + b"\n" * 1 + b"data: 12345678\n" * 40_000 + b"\n",
+    # a line that is not data, growing without end (a field or a comment)
+    "endless field": b"event: " + b"z" * 400_000 + b"\ndata: lost\n\n",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(OVERSIZE_STREAMS))
+@pytest.mark.parametrize("size", [1, 7, 4096, 65536])  # (HTTP bodies are read 64 KiB at a time)
+def test_an_event_over_the_limit_is_skipped_and_the_stream_goes_on(kind: str, size: int) -> None:
+    from mcpcall import jsonrpc
+    from mcpcall.sse import OversizeEvent
+
+    stream = b"data: before\n\n" + OVERSIZE_STREAMS[kind] + b"id: 9\ndata: after\n\n"
+    decoder = SSEDecoder(max_event_bytes=300_000, skip_oversize=True)
+    events = [event for chunk in _split(stream, size) for event in decoder.feed(chunk)]
+    assert [type(e).__name__ for e in events] == ["Event", "OversizeEvent", "Event"]
+    before, skipped, after = events
+    assert (before.data, after.data, after.id) == ("before", "after", "9")
+    assert isinstance(skipped, OversizeEvent) and skipped.size > 300_000
+    if kind != "endless field":
+        assert jsonrpc.peek_id(skipped.head) == 5  # what names the request it answered
+    assert len(skipped.head) <= 4096
+    assert decoder._data == [] and decoder._long is None and len(decoder._buffer) < 100  # nothing of it is held
+
+
+def test_an_event_over_the_limit_still_raises_without_skip_oversize() -> None:
+    decoder = SSEDecoder(max_event_bytes=300_000)
+    with pytest.raises(ProtocolError, match="limit"):
+        for chunk in _split(OVERSIZE_STREAMS["many lines"], 4096):
+            decoder.feed(chunk)

@@ -42,6 +42,15 @@ Fault modes:
                       then serve normally (a server that prints a banner, then speaks MCP)
 ``garbage-only``      write lines that are not JSON (one with control characters) to stdout for every
                       request, and never answer anything
+``late-answer``       answer the first tools/call ``--delay`` seconds late, even if it was cancelled meanwhile
+``truncated``         answer the first tools/call with its line cut in the middle (the newline kept)
+``close-stdout``      on the first tools/call, close stdout and keep running (reading stdin until EOF)
+``progress-flood``    before answering a tools/call, send ``--flood N`` (default 20000) progress notifications
+                      for it (with the request's progress token; none without one)
+``log-flood``         before answering a tools/call, send ``--flood N`` ``notifications/message`` (level info)
+``list-changed-flood`` declare ``tools.listChanged`` and, before answering a tools/call, send ``--flood N``
+                      ``notifications/tools/list_changed``; modern: answers ``subscriptions/listen`` with its
+                      acknowledgement (never with a response) and tags each notification with its id
 
 Modes combine (``--fault garbage --fault duplicate``). The hooks it uses are
 :meth:`DemoServer.handle`, :meth:`DemoServer.send`, :meth:`DemoServer.on_eof` and
@@ -50,6 +59,7 @@ the ``legacy``/``modern`` constructor flags.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -65,6 +75,9 @@ try:
 except ImportError:  # run as a script from a checkout: put the repository root on the path
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from mcpcall.demo_server import META_PROTOCOL_VERSION, DemoServer, build_arg_parser
+
+#: The ``_meta`` key that tags a modern subscription's notifications (the spec's; the server keeps its own copy).
+META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
 JSON = dict[str, Any]
 
@@ -92,7 +105,15 @@ MODES = (
     "finish-on-eof",
     "banner",
     "garbage-only",
+    "late-answer",
+    "truncated",
+    "close-stdout",
+    "progress-flood",
+    "log-flood",
+    "list-changed-flood",
 )
+
+FLOODS = ("progress-flood", "log-flood", "list-changed-flood")
 
 GARBAGE = b'this is not JSON\n[fault-server] still starting up...\n{"hello": 1}\n\n'
 UNKNOWN_ID_RESPONSE: JSON = {"jsonrpc": "2.0", "id": 999999, "result": {}}
@@ -129,6 +150,7 @@ class FaultServer(DemoServer):
         page_size: int | None = None,
         verbose: bool = False,
         cancel_log: str | None = None,
+        flood: int = 20000,
     ) -> None:
         super().__init__(
             page_size=page_size,
@@ -146,6 +168,10 @@ class FaultServer(DemoServer):
         self._held: list[JSON] = []
         self._big_ids: set[Any] = set()
         self.cancel_log = cancel_log
+        self.flood = flood
+        self._first_call = True  # late-answer, truncated, close-stdout: only the first tools/call
+        self._truncate_ids: set[Any] = set()
+        self._listen_ids: list[Any] = []  # list-changed-flood, modern: the open subscriptions/listen requests
 
     # Incoming messages ------------------------------------------------------------
 
@@ -165,12 +191,26 @@ class FaultServer(DemoServer):
         method = message.get("method") if is_request else None
         if "legacy-silent" in faults and is_request and not self.initialized and method != "initialize":
             return
+        if method == "subscriptions/listen" and "list-changed-flood" in faults:
+            self._listen(message)
+            return
         if method == "tools/call":
             self._before_tool_call(message)
             if "hang" in faults:
                 return
             if "bad-answers" in faults and self._bad_answer(message):
                 return
+            first, self._first_call = self._first_call, False
+            if first and "close-stdout" in faults:
+                self._close_stdout()
+                return
+            if first and "late-answer" in faults:
+                threading.Thread(target=self._answer_late, args=(message,), daemon=True).start()
+                return
+            if first and "truncated" in faults:
+                with self._fault_lock:
+                    self._truncate_ids.add(message.get("id"))
+            self._flood(message)
         elif method in ("initialize", "server/discover") and "slow-init" in faults:
             time.sleep(self.delay)
         super().handle(message)
@@ -200,6 +240,62 @@ class FaultServer(DemoServer):
                 arguments["message"] = _BIG_MARKER  # swapped for the huge text in send()
                 with self._fault_lock:
                     self._big_ids.add(request_id)
+
+    def _answer_late(self, message: JSON) -> None:
+        time.sleep(self.delay)
+        super().handle(message)  # a cancel meanwhile changes nothing: echo does not look
+
+    def _close_stdout(self) -> None:
+        """Close stdout for good (nothing more is written) and go on reading stdin."""
+        with self._write_lock:
+            self._broken = True
+            with contextlib.suppress(OSError):
+                os.close(self._out.fileno())
+
+    def _listen(self, message: JSON) -> None:
+        """subscriptions/listen (modern): acknowledge it; the stream stays open (no response) until cancelled."""
+        params = message.get("params") or {}
+        request_id = message.get("id")
+        self._listen_ids.append(request_id)
+        self.notify("notifications/subscriptions/acknowledged", {
+            "notifications": params.get("notifications") or {}, "_meta": {META_SUBSCRIPTION_ID: request_id}})
+
+    def _flood(self, message: JSON) -> None:
+        """The flood modes: ``flood`` notifications before the answer to ``message`` (a tools/call)."""
+        faults = self.faults
+        if not faults.intersection(FLOODS):
+            return
+        params = message.get("params") or {}
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        notes: list[JSON] = []
+        for n in range(1, self.flood + 1):
+            if "progress-flood" in faults and token is not None:
+                notes.append({"jsonrpc": "2.0", "method": "notifications/progress",
+                              "params": {"progressToken": token, "progress": n, "total": self.flood}})
+            if "log-flood" in faults:
+                notes.append({"jsonrpc": "2.0", "method": "notifications/message",
+                              "params": {"level": "info", "logger": "flood", "data": f"line {n} of {self.flood}"}})
+            if "list-changed-flood" in faults:
+                note: JSON = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+                if self._listen_ids:
+                    note["params"] = {"_meta": {META_SUBSCRIPTION_ID: self._listen_ids[-1]}}
+                notes.append(note)
+        for start in range(0, len(notes), 1000):
+            self.write_raw(b"".join(self.encode(note) for note in notes[start:start + 1000]))
+
+    def _discover(self, ctx: Any) -> JSON:
+        return self._with_list_changed(super()._discover(ctx))
+
+    def _initialize(self, ctx: Any) -> JSON:
+        return self._with_list_changed(super()._initialize(ctx))
+
+    def _with_list_changed(self, result: JSON) -> JSON:
+        if "list-changed-flood" in self.faults:
+            capabilities = dict(result.get("capabilities") or {})
+            capabilities["tools"] = {**(capabilities.get("tools") or {}), "listChanged": True}
+            result = {**result, "capabilities": capabilities}
+        return result
 
     def _bad_answer(self, message: JSON) -> bool:
         """Answer a tools/call named after a broken answer with that answer; False for other tools."""
@@ -253,6 +349,11 @@ class FaultServer(DemoServer):
             return
         request_id = message.get("id")
         with self._fault_lock:
+            if request_id in self._truncate_ids:
+                self._truncate_ids.discard(request_id)
+                line = self.encode(message)
+                self.write_raw(line[: len(line) // 2] + b"\n")
+                return
             if request_id in self._big_ids:
                 self._big_ids.discard(request_id)
                 self.write_raw(self._with_faults(self._big_line(message)))
@@ -330,6 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grandchild-stdio", choices=("inherit", "devnull"), default="inherit")
     parser.add_argument("--cancel-log", default=None, help="finish-on-eof: file to append cancelled request ids to")
     parser.add_argument("--banner-lines", type=int, default=1, help="banner: how many lines that are not JSON")
+    parser.add_argument("--flood", type=int, default=20000, help="the flood modes: notifications per tools/call")
     args = parser.parse_args(argv)
     faults = set(args.fault)
 
@@ -358,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         page_size=args.page_size,
         verbose=args.verbose,
         cancel_log=args.cancel_log,
+        flood=args.flood,
     )
     try:
         code = server.serve()

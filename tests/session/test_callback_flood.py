@@ -314,3 +314,27 @@ def test_a_flood_of_bad_sse_events_over_http_yields_a_bounded_number_of_warnings
     assert len(bad) == BAD_EVENTS  # each one is still logged (at debug past the cap)
     assert len(warnings) == WARNINGS_PER_KIND, len(warnings)
     assert "further warnings of this kind are logged at debug level" in warnings[-1].getMessage()
+
+
+def test_close_drops_a_slow_backlog_of_notifications_but_runs_what_must_run(records: Records) -> None:
+    # close() ran every notification still queued: a thousand behind a slow on_log held it up for its whole
+    # join timeout (5 s), and the callbacks thread ran on after it returned.
+    import time
+
+    from mcpcall.callbacks import CLOSE_GRACE, CallbackRunner
+
+    runner = CallbackRunner("slowpoke")
+    ran: List[int] = []
+    must: List[str] = []
+    for i in range(100):
+        runner.offer(lambda i=i: (time.sleep(0.05), ran.append(i)))
+    runner.submit(must.append, "done-callback")
+    started = time.monotonic()
+    runner.close()
+    took = time.monotonic() - started
+    assert runner._thread is not None and not runner._thread.is_alive()
+    assert took < CLOSE_GRACE + 2.0, took  # a bound that shows the backlog was not run whole (5 s), not a speed figure
+    assert must == ["done-callback"]
+    assert 0 < len(ran) < 100
+    dropped = [r.getMessage() for r in records.records if "were dropped" in r.getMessage()]
+    assert dropped and f"{100 - len(ran)} notifications" in dropped[0] and "'slowpoke'" in dropped[0]
