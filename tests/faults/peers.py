@@ -216,8 +216,9 @@ class MatrixHandler(_Handler):
 
     # -- the streams: raw events and markers as well as messages --------------------------------
 
-    def _pump(self, source: "queue.Queue[Any]") -> None:
-        """As the base server's, also writing raw event bytes as they are and setting markers (Events) when reached."""
+    def _pump(self, source: "queue.Queue[Any]", junk: bool = False) -> None:
+        """As the base server's, also writing raw event bytes as they are and setting markers (Events) when reached
+        (``junk``: each item is preceded by the base server's :attr:`~FaultServer.sse_junk`)."""
         try:
             while not self.fault._stopping.is_set():
                 try:
@@ -225,6 +226,8 @@ class MatrixHandler(_Handler):
                 except queue.Empty:
                     self.write(b": keepalive\n\n")
                     continue
+                if junk:
+                    self.write(self.fault.sse_junk)
                 if isinstance(item, threading.Event):
                     item.set()
                 elif isinstance(item, bytes):
