@@ -31,7 +31,7 @@ import re
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple, Type
 
 import pytest
 
@@ -112,6 +112,14 @@ def cell(item: pytest.Item) -> Optional[Tuple[str, str]]:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "fault(name, transport=None): a cell of the fault matrix (tests/faults)")
+
+
+#: The cells of tests that were collected but not selected (``-k``, ``-m``, ``--deselect``): they exist.
+DESELECTED: Set[Tuple[str, str]] = set()
+
+
+def pytest_deselected(items: List[pytest.Item]) -> None:
+    DESELECTED.update(found for found in (cell(item) for item in items) if found is not None)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
