@@ -21,6 +21,7 @@ Linux only (``/proc``), as the rest of the leak checks.
 
 from __future__ import annotations
 
+import array
 import collections
 import concurrent.futures
 import gc
@@ -30,7 +31,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Set
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -54,9 +55,9 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def os_threads() -> int:
-    """Threads of this process, as the kernel counts them (Python's and any other)."""
-    return len(os.listdir("/proc/self/task"))
+def thread_count() -> int:
+    """Python threads alive in this process (every thread mcpcall starts is one)."""
+    return threading.active_count()
 
 
 def _kinds() -> Dict[str, type]:
@@ -106,7 +107,7 @@ class Snapshot:
 def snapshot() -> Snapshot:
     """What the process holds now."""
     objects = live_objects()  # collects first
-    return Snapshot(objects, rss_bytes(), sys.getallocatedblocks(), open_fds(), os_threads())
+    return Snapshot(objects, rss_bytes(), sys.getallocatedblocks(), open_fds(), thread_count())
 
 
 def grown(before: Snapshot, after: Snapshot, kept: int = KEPT) -> Dict[str, int]:
@@ -116,17 +117,19 @@ def grown(before: Snapshot, after: Snapshot, kept: int = KEPT) -> Dict[str, int]
     return {name: later[name] - counts[name] for name in later if later[name] - counts[name] > kept}
 
 
-def mcpcall_threads() -> Set[threading.Thread]:
-    """mcpcall's threads alive now, but for the one scheduler thread of the process."""
-    return {t for t in threading.enumerate() if t.name.startswith("mcpcall-") and t.name != "mcpcall-scheduler"}
+def mcpcall_threads() -> collections.Counter:
+    """mcpcall's threads alive now by name (the one scheduler thread of the process left out)."""
+    return collections.Counter(t.name for t in threading.enumerate()
+                               if t.name.startswith("mcpcall-") and t.name != "mcpcall-scheduler")
 
 
-def settle(keep: Set[threading.Thread], until: Callable[[], bool] = lambda: True, timeout: float = 10.0) -> None:
-    """Wait for what closes on other threads to finish: no mcpcall thread alive but those in ``keep`` (and the
-    scheduler), and ``until()`` true; at most ``timeout`` seconds (then the snapshot shows what stayed)."""
+def settle(keep: collections.Counter, until: Callable[[], bool] = lambda: True, timeout: float = 10.0) -> None:
+    """Wait for what closes on other threads to finish: no more mcpcall threads of any name than ``keep`` counts
+    (a restarted client's threads have its predecessor's names), and ``until()`` true; at most ``timeout``
+    seconds (then the snapshot shows what stayed)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if mcpcall_threads() <= keep and until():
+        if not (mcpcall_threads() - keep) and until():
             return
         time.sleep(0.02)
 
@@ -328,7 +331,7 @@ def hold_and_expire(client: Any, count: int, expire_after: float, traced: bool =
     client.call_tool("release", {"message": ""})
     concurrent.futures.wait(warm, timeout=30)  # every thread a request may need is started now
     gc.collect()
-    threads_before = os_threads()
+    threads_before = thread_count()
     tracer: Any = None
     if traced:
         import tracemalloc as tracer
@@ -341,7 +344,7 @@ def hold_and_expire(client: Any, count: int, expire_after: float, traced: bool =
     timing_out = [client.call_tool_future("never", {"message": f"n{i}"}, timeout=expire_after) for i in range(expiring)]
     send_seconds = time.perf_counter() - started
     in_flight = client.dispatcher.in_flight()
-    threads_in_flight = os_threads()
+    threads_in_flight = thread_count()
     traced_bytes = tracer.get_traced_memory()[0] - traced_before if tracer else 0
     if tracer:
         tracer.stop()
@@ -373,7 +376,7 @@ def hold_and_expire(client: Any, count: int, expire_after: float, traced: bool =
         report.errors.append(f"release answered {released!r}, not {held}")
         report.other += 1
     report.left_in_flight = client.dispatcher.in_flight()
-    report.threads_after = os_threads()
+    report.threads_after = thread_count()
     return report
 
 
@@ -392,23 +395,51 @@ class Sample:
     fds: int
 
 
-@dataclass
 class Samples:
-    """Samples along a long run; flat means no growth with the number of calls past the warm-up."""
+    """Samples along a long run; flat means no growth with the number of calls past the warm-up.
 
-    points: List[Sample] = field(default_factory=list)
+    Kept in arrays allocated up front (``capacity`` samples), so that taking one allocates no
+    Python object that would itself count as growth.
+    """
 
-    def take(self, calls: int, seconds: float) -> Sample:
-        """Sample the process now (after a full collection)."""
+    FIELDS = ("calls", "seconds", "rss", "blocks", "threads", "fds")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.count = 0
+        self._columns = {name: array.array("d" if name == "seconds" else "q", bytes(8 * capacity)) for name in self.FIELDS}
+
+    def take(self, calls: int, seconds: float) -> None:
+        """Sample the process now (after a full collection); ignored past ``capacity``."""
+        if self.count == self.capacity:
+            return
         gc.collect()
-        point = Sample(calls, seconds, rss_bytes(), sys.getallocatedblocks(), os_threads(), open_fds())
-        self.points.append(point)
-        return point
+        index, columns = self.count, self._columns
+        columns["rss"][index] = rss_bytes()
+        columns["blocks"][index] = sys.getallocatedblocks()
+        columns["threads"][index] = threading.active_count()
+        columns["fds"][index] = open_fds()
+        columns["calls"][index] = calls
+        columns["seconds"][index] = seconds
+        self.count = index + 1
+
+    def __getitem__(self, index: int) -> Sample:
+        if index < 0:
+            index += self.count
+        if not 0 <= index < self.count:
+            raise IndexError(index)
+        columns = self._columns
+        return Sample(*(columns[name][index] for name in self.FIELDS))  # type: ignore[arg-type]
+
+    @property
+    def points(self) -> List[Sample]:
+        """Every sample taken, in order."""
+        return [self[i] for i in range(self.count)]
 
     def after(self, fraction: float) -> List[Sample]:
         """The samples from the first one at or past ``fraction`` of the calls on."""
-        last = self.points[-1].calls
-        return [p for p in self.points if p.calls >= fraction * last]
+        points = self.points
+        return [p for p in points if p.calls >= fraction * points[-1].calls]
 
     def growth(self, what: str, fraction: float = 0.1) -> int:
         """``what`` (rss, blocks, threads, fds) at the end minus at the ``fraction`` mark."""
@@ -428,19 +459,18 @@ class Samples:
 
 
 def soak(call: Callable[[str], Optional[str]], total: int, threads: int, samples: int = 50,
-         progress: Optional[Callable[[Sample, LoadResult], None]] = None) -> tuple:
+         progress: Optional[Callable[[Samples, LoadResult], None]] = None) -> Tuple[LoadResult, Samples]:
     """``total`` checked calls (:func:`echo_load`) from ``threads`` threads, in ``samples`` equal steps, with the
-    process sampled before the first and after each; returns ``(LoadResult, Samples)``."""
-    per_step = max(threads, total // samples)
-    per_thread = max(1, per_step // threads)
+    process sampled before the first step and after each; returns the calls counted together, and the samples."""
+    per_thread = max(1, total // samples // threads)
     steps = max(1, total // (per_thread * threads))
     overall = LoadResult()
-    points = Samples()
+    points = Samples(steps + 1)
     points.take(0, 0.0)
     for _ in range(steps):
         step = echo_load(call, threads, per_thread)
         overall.add(step)
-        point = points.take(overall.calls, overall.seconds)
+        points.take(overall.calls, overall.seconds)
         if progress is not None:
-            progress(point, step)
+            progress(points, step)
     return overall, points
