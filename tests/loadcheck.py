@@ -31,7 +31,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -60,8 +60,10 @@ def thread_count() -> int:
     return threading.active_count()
 
 
-def _kinds() -> Dict[str, type]:
+def _kinds() -> dict[str, type]:
     """The classes whose live instances are counted, by the name shown."""
+    import subprocess
+
     import requests
 
     from mcpcall.callbacks import CallbackRunner
@@ -70,13 +72,11 @@ def _kinds() -> Dict[str, type]:
     from mcpcall.registry.registry import ToolRegistry
     from mcpcall.transports.base import Transport
 
-    import subprocess
-
     return {"Client": Client, "Transport": Transport, "Dispatcher": Dispatcher, "CallbackRunner": CallbackRunner,
             "ToolRegistry": ToolRegistry, "Popen": subprocess.Popen, "requests.Session": requests.Session}
 
 
-def live_objects() -> Dict[str, int]:
+def live_objects() -> dict[str, int]:
     """How many instances of each counted kind (subclasses included) are alive after a full collection."""
     kinds = _kinds()
     gc.collect()
@@ -93,13 +93,13 @@ def live_objects() -> Dict[str, int]:
 class Snapshot:
     """What the process holds at one moment (after a full garbage collection)."""
 
-    objects: Dict[str, int]
+    objects: dict[str, int]
     rss: int
     blocks: int  # sys.getallocatedblocks(): Python's own allocations, undisturbed by the allocator's arenas
     fds: int
     threads: int
 
-    def row(self) -> Dict[str, int]:
+    def row(self) -> dict[str, int]:
         """Every figure under one name each."""
         return {**self.objects, "rss": self.rss, "blocks": self.blocks, "fds": self.fds, "threads": self.threads}
 
@@ -110,7 +110,7 @@ def snapshot() -> Snapshot:
     return Snapshot(objects, rss_bytes(), sys.getallocatedblocks(), open_fds(), thread_count())
 
 
-def grown(before: Snapshot, after: Snapshot, kept: int = KEPT) -> Dict[str, int]:
+def grown(before: Snapshot, after: Snapshot, kept: int = KEPT) -> dict[str, int]:
     """The kinds of object, the descriptors and the threads that grew past ``kept`` (by how many)."""
     counts = {**before.objects, "fds": before.fds, "threads": before.threads}
     later = {**after.objects, "fds": after.fds, "threads": after.threads}
@@ -147,7 +147,7 @@ class CycleReport:
     half: Snapshot
     end: Snapshot
 
-    def leaked(self, kept: int = KEPT) -> Dict[str, int]:
+    def leaked(self, kept: int = KEPT) -> dict[str, int]:
         """What grew over the run past ``kept`` (object kinds, fds, threads)."""
         return grown(self.start, self.end, kept)
 
@@ -194,8 +194,8 @@ class LoadResult:
     mismatched: int = 0  # answered with something other than its own argument
     duplicated: int = 0  # answers that more than one call got
     seconds: float = 0.0
-    latencies: List[float] = field(default_factory=list, repr=False)
-    errors: List[str] = field(default_factory=list)  # the first few, as text
+    latencies: list[float] = field(default_factory=list, repr=False)
+    errors: list[str] = field(default_factory=list)  # the first few, as text
 
     @property
     def ok(self) -> bool:
@@ -223,16 +223,16 @@ class LoadResult:
         self.errors.extend(other.errors[: max(0, 5 - len(self.errors))])
 
 
-def percentile(values: List[float], q: float) -> float:
+def percentile(values: list[float], q: float) -> float:
     """The ``q``-th percentile (nearest rank) of ``values``; 0.0 for none."""
     if not values:
         return 0.0
     ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, int(round(q / 100.0 * len(ordered) + 0.5)) - 1))
+    rank = max(0, min(len(ordered) - 1, round(q / 100.0 * len(ordered) + 0.5) - 1))
     return ordered[rank]
 
 
-def echo_load(call: Callable[[str], Optional[str]], threads: int, per_thread: int, timeout: float = 600.0) -> LoadResult:
+def echo_load(call: Callable[[str], str | None], threads: int, per_thread: int, timeout: float = 600.0) -> LoadResult:
     """``per_thread`` calls of ``call(argument)`` from each of ``threads`` threads at once (started together).
 
     Every argument is unique (thread, index and a run token); ``call`` returns the
@@ -240,9 +240,9 @@ def echo_load(call: Callable[[str], Optional[str]], threads: int, per_thread: in
     around each call.
     """
     token = uuid.uuid4().hex[:8]
-    answers: List[List[Optional[str]]] = [[None] * per_thread for _ in range(threads)]
-    latencies: List[List[float]] = [[0.0] * per_thread for _ in range(threads)]
-    errors: List[str] = []
+    answers: list[list[str | None]] = [[None] * per_thread for _ in range(threads)]
+    latencies: list[list[float]] = [[0.0] * per_thread for _ in range(threads)]
+    errors: list[str] = []
     failed = [0] * threads
     gate = threading.Barrier(threads + 1)
     clock = time.perf_counter
@@ -304,7 +304,7 @@ class PendingReport:
     other: int  # ended any other way (or not at all)
     left_in_flight: int  # the dispatcher's count at the end
     settle_seconds: float
-    errors: List[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -432,11 +432,11 @@ class Samples:
         return Sample(*(columns[name][index] for name in self.FIELDS))  # type: ignore[arg-type]
 
     @property
-    def points(self) -> List[Sample]:
+    def points(self) -> list[Sample]:
         """Every sample taken, in order."""
         return [self[i] for i in range(self.count)]
 
-    def after(self, fraction: float) -> List[Sample]:
+    def after(self, fraction: float) -> list[Sample]:
         """The samples from the first one at or past ``fraction`` of the calls on."""
         points = self.points
         return [p for p in points if p.calls >= fraction * points[-1].calls]
@@ -458,8 +458,8 @@ class Samples:
         return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / spread if spread else 0.0
 
 
-def soak(call: Callable[[str], Optional[str]], total: int, threads: int, samples: int = 50,
-         progress: Optional[Callable[[Samples, LoadResult], None]] = None) -> Tuple[LoadResult, Samples]:
+def soak(call: Callable[[str], str | None], total: int, threads: int, samples: int = 50,
+         progress: Callable[[Samples, LoadResult], None] | None = None) -> tuple[LoadResult, Samples]:
     """``total`` checked calls (:func:`echo_load`) from ``threads`` threads, in ``samples`` equal steps, with the
     process sampled before the first step and after each; returns the calls counted together, and the samples."""
     per_thread = max(1, total // samples // threads)

@@ -14,7 +14,8 @@ import gc
 import logging
 import os
 import weakref
-from typing import Any, Callable, Iterator
+from collections.abc import Iterator
+from typing import Any, Callable
 
 import pytest
 

@@ -14,7 +14,7 @@ leaked object per call would add.
 from __future__ import annotations
 
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
