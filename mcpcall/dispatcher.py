@@ -309,6 +309,7 @@ class Dispatcher:
         # were answered stay in it until they surface or outnumber the pending ones (see
         # request); one whose ``due`` progress moved later is pushed again when it surfaces.
         self._dues: list[tuple[float, RequestId]] = []
+        self._compact_at = 1024  # the size of _dues at which the next push rebuilds it from the pending entries
         self._armed_at = math.inf
         self._armed: Deadline | None = None
         self._warned: dict[str, int] = {}  # on_warning's count by kind (under _lock)
@@ -397,11 +398,12 @@ class Dispatcher:
                 pending[rid] = entry
                 if entry.due != math.inf:
                     dues = self._dues
-                    if len(dues) > 2 * len(pending) + 1024:  # mostly answered ones: keep only the pending
+                    if len(dues) < self._compact_at:
+                        heapq.heappush(dues, (entry.due, rid))
+                    else:  # mostly answered ones: keep only the pending (a pass per len(pending) + 1024 pushes)
                         dues = self._dues = [(e.due, r) for r, e in pending.items() if e.due != math.inf]
                         heapq.heapify(dues)
-                    else:
-                        heapq.heappush(dues, (entry.due, rid))
+                        self._compact_at = 2 * len(dues) + 1024
                     if entry.due < self._armed_at:
                         self._arm_locked(entry.due)
         if closed is not None:

@@ -198,3 +198,24 @@ def test_requests_expiring_one_by_one_cost_no_pass_over_every_pending_one(monkey
         assert all(isinstance(f.exception(0), RequestTimeout) for f in futures)
         assert dispatcher.in_flight() == 0
     assert pending.looked < 10 * count, f"{pending.looked:,} looks at pending requests to expire {count:,}"
+
+
+def answers_every_call(message: dict[str, Any], reply: Reply) -> None:
+    if "id" in message and message["method"] == "tools/call":
+        reply({"jsonrpc": "2.0", "id": message["id"], "result": {"content": []}})
+    else:
+        never_answers_calls(message, reply)
+
+
+def test_answered_requests_do_not_pile_up_in_the_deadlines() -> None:
+    # The deadlines heap keeps an answered request's (due, id) until it surfaces: 5,000 answered calls with a
+    # 300 s timeout must not leave 5,000 of them (a million calls would leave a million).
+    with Client(MemoryTransport(answers_every_call, name="quick"), protocol="legacy").connect() as client:
+        client.call_tool_future("never", {}, timeout=300).result(10)  # the first call may list the tools first
+        dispatcher = client.dispatcher
+        sizes = []
+        for _ in range(5000):
+            client.call_tool_future("never", {}, timeout=300).result(10)
+            sizes.append(len(dispatcher._dues))
+        assert dispatcher.in_flight() == 0
+    assert max(sizes) < 1100, max(sizes)  # rebuilt from the pending ones past 1,024
