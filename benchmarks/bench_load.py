@@ -173,10 +173,10 @@ def worker_soak(total: int, threads: int) -> None:
     import mcpcall
     from tests import loadcheck
 
-    def progress(samples: loadcheck.Samples, step: loadcheck.LoadResult) -> None:
+    def progress(samples: loadcheck.Samples, per_second: float, p99: float) -> None:
         point = samples[-1]
         print(f"    {point.calls:>10,} calls  RSS {point.rss / 1e6:7.2f} MB  blocks {point.blocks:>8,}  threads "
-              f"{point.threads}  fds {point.fds}  step {step.per_second():,.0f} calls/s  p99 {step.percentile(99) * 1e3:.2f} ms",
+              f"{point.threads}  fds {point.fds}  step {per_second:,.0f} calls/s  p99 {p99 * 1e3:.2f} ms",
               file=sys.stderr, flush=True)
 
     with mcpcall.connect(FAST_SERVER, protocol="legacy", timeout=600) as client:
@@ -231,8 +231,9 @@ def part_pending(opts: argparse.Namespace, report: dict[str, Any]) -> None:
         row = run_worker("pending", opts.pending, opts.expire, traced)
         report.setdefault("pending", {})[label] = row
         threads = f"{row['threads_before']}/{row['threads_in_flight']}/{row['threads_after']}"
-        print(f"{label:<8}{row['in_flight']:>10,}{threads:>12}{row['rss_per_request']:>11,.0f}"
-              f"{row['traced_per_request']:>14,.0f}{row['send_seconds']:>8.2f}{row['answered']:>10,}"
+        rss = "-" if traced else f"{row['rss_per_request']:,.0f}"  # tracemalloc's own records would count in RSS
+        python = f"{row['traced_per_request']:,.0f}" if traced else "-"
+        print(f"{label:<8}{row['in_flight']:>10,}{threads:>12}{rss:>11}{python:>14}{row['send_seconds']:>8.2f}{row['answered']:>10,}"
               f"{row['timed_out']:>11,}{row['other']:>7}{row['left_in_flight']:>6}{row['settle_seconds']:>9.2f}", flush=True)
         for error in row["errors"]:
             print(f"    {error}")

@@ -459,9 +459,12 @@ class Samples:
 
 
 def soak(call: Callable[[str], str | None], total: int, threads: int, samples: int = 50,
-         progress: Callable[[Samples, LoadResult], None] | None = None) -> tuple[LoadResult, Samples]:
+         progress: Callable[[Samples, float, float], None] | None = None) -> tuple[LoadResult, Samples]:
     """``total`` checked calls (:func:`echo_load`) from ``threads`` threads, in ``samples`` equal steps, with the
-    process sampled before the first step and after each; returns the calls counted together, and the samples."""
+    process sampled before the first step and after each; returns the calls counted together, and the samples.
+
+    ``progress(samples, calls_per_second, p99_seconds)`` follows each sample (the figures are the step's).
+    """
     per_thread = max(1, total // samples // threads)
     steps = max(1, total // (per_thread * threads))
     overall = LoadResult()
@@ -470,7 +473,9 @@ def soak(call: Callable[[str], str | None], total: int, threads: int, samples: i
     for _ in range(steps):
         step = echo_load(call, threads, per_thread)
         overall.add(step)
+        rate, p99 = step.per_second(), step.percentile(99)
+        del step  # its latencies (a float per call) must not count in the sample
         points.take(overall.calls, overall.seconds)
         if progress is not None:
-            progress(points, step)
+            progress(points, rate, p99)
     return overall, points
