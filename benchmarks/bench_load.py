@@ -29,10 +29,11 @@ counted with ``tests/loadcheck.py`` (the smoke test ``tests/test_load_smoke.py``
     (``sys.getallocatedblocks``) and RSS per cycle over the second half, open fds, threads.
 
 ``soak``
-    ``--soak`` (100,000; ``make soak``: 1,000,000) checked calls over stdio from
-    ``--soak-threads`` (4) threads, the process sampled 50 times along the way: RSS, allocated
-    blocks, threads and fds at the 10 % mark and at the end, the growth between them and its
-    least-squares slope per 1,000 calls.
+    ``--soak`` (100,000; ``make soak``: 1,000,000) checked calls over stdio (or, with
+    ``--soak-server json|sse|httpsse``, the SDK's server over HTTP) from ``--soak-threads`` (4)
+    threads, the process sampled 50 times along the way: RSS, allocated blocks, threads and fds
+    at the 10 % mark and at the end, the growth between them and its least-squares slope per
+    1,000 calls.
 
 Everything is pinned to one CPU (``--cpu``, default 1; ``--no-pin``): the worker, its servers.
 Nothing is asserted here; the smoke test asserts the counts on short runs. ``--quick`` is a
@@ -169,7 +170,7 @@ def worker_cycles(server: str, era: str, cycles: int) -> None:
           "rss_per_cycle": report.rss_per_cycle()})
 
 
-def worker_soak(total: int, threads: int) -> None:
+def worker_soak(server: str, total: int, threads: int) -> None:
     import mcpcall
     from tests import loadcheck
 
@@ -179,13 +180,18 @@ def worker_soak(total: int, threads: int) -> None:
               f"{point.threads}  fds {point.fds}  step {per_second:,.0f} calls/s  p99 {p99 * 1e3:.2f} ms",
               file=sys.stderr, flush=True)
 
-    with mcpcall.connect(FAST_SERVER, protocol="legacy", timeout=600) as client:
+    target, http = target_of(server)
+    try:
+        with mcpcall.connect(target, protocol="legacy", timeout=600) as client:
 
-        def call(argument: str) -> str:
-            return client.call_tool("echo", {"message": argument}).text
+            def call(argument: str) -> str:
+                return client.call_tool("echo", {"message": argument}).text
 
-        loadcheck.echo_load(call, threads, 1000)  # warm-up
-        result, samples = loadcheck.soak(call, total, threads, progress=progress)
+            loadcheck.echo_load(call, threads, 250)  # warm-up
+            result, samples = loadcheck.soak(call, total, threads, progress=progress)
+    finally:
+        if http is not None:
+            http.close()
     tail = samples.after(0.1)
     emit({"calls": result.calls, "answered": result.answered, "lost": result.lost, "mismatched": result.mismatched,
           "duplicated": result.duplicated, "seconds": result.seconds, "per_second": result.per_second(),
@@ -262,8 +268,11 @@ def part_cycles(opts: argparse.Namespace, report: dict[str, Any]) -> None:
 
 
 def part_soak(opts: argparse.Namespace, report: dict[str, Any]) -> None:
-    print(f"\nsoak: {opts.soak:,} checked calls over stdio from {opts.soak_threads} threads, sampled 50 times", flush=True)
-    row = run_worker("soak", opts.soak, opts.soak_threads)
+    over = {"stdio": "stdio", "json": "Streamable HTTP (JSON replies)", "sse": "Streamable HTTP (SSE replies)",
+            "httpsse": "HTTP+SSE"}[opts.soak_server]
+    print(f"\nsoak: {opts.soak:,} checked calls over {over} (legacy) from {opts.soak_threads} threads, sampled 50 times",
+          flush=True)
+    row = run_worker("soak", opts.soak_server, opts.soak, opts.soak_threads)
     report["soak"] = row
     mark, end = row["mark"], row["end"]
     print(f"{'calls':>11}{'lost':>6}{'mism':>6}{'dup':>5}{'calls/s':>10}{'RSS MB at 10%':>15}{'at end':>8}{'growth':>10}"
@@ -282,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             "load": lambda: worker_load(rest[0], rest[1], int(rest[2]), int(rest[3])),
             "pending": lambda: worker_pending(int(rest[0]), float(rest[1]), rest[2] == "1"),
             "cycles": lambda: worker_cycles(rest[0], rest[1], int(rest[2])),
-            "soak": lambda: worker_soak(int(rest[0]), int(rest[1])),
+            "soak": lambda: worker_soak(rest[0], int(rest[1]), int(rest[2])),
         }
         workers[part]()
         return 0
@@ -296,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, help="cycles: per transport (1,000; quick: 200)")
     parser.add_argument("--soak", type=int, help="soak: calls (100,000; quick: 20,000)")
     parser.add_argument("--soak-threads", type=int, default=4, help="soak: calling threads")
+    parser.add_argument("--soak-server", choices=("stdio", "json", "sse", "httpsse"), default="stdio",
+                        help="soak: fast_server.py over stdio, or the SDK's over HTTP with JSON or SSE replies, or HTTP+SSE")
     parser.add_argument("--cpu", type=int, default=1, help="the CPU to pin to")
     parser.add_argument("--no-pin", action="store_true", help="do not pin")
     parser.add_argument("--json", metavar="FILE", help="write the figures to FILE")
