@@ -17,7 +17,7 @@ MCP1_VERSION := 1.30.0
 INT_VENV := .venv-int
 INT_PY   := $(INT_VENV)/bin/python
 
-.PHONY: demo test test-integrations lint bench bench-integrations peers redis clean conformance
+.PHONY: demo test test-integrations lint bench bench-load soak bench-integrations peers redis clean conformance
 
 # The package as users get it: a wheel built from this checkout and installed (never editable), so the
 # tests test what `pip install` gives. It is rebuilt and reinstalled when a file under mcpcall/ or a build
@@ -121,6 +121,16 @@ $(VENV)/.bench: $(VENV)/.base
 # bench_auth.py, profile_calls.py (function calls per tool call); see benchmarks/README.rst.
 bench: $(VENV)/.test $(VENV)/.bench
 	$(PY) benchmarks/bench_all.py $(BENCH_ARGS)
+
+## bench-load: 64 threads x 1,000 calls (stdio, HTTP JSON and SSE), 100,000 requests in flight, 1,000 connect/close
+## cycles per transport and registry restarts, a 100,000-call soak; every answer checked (about 12 min; BENCH_ARGS=--quick: 2)
+bench-load: $(VENV)/.test
+	$(PY) benchmarks/bench_load.py $(BENCH_ARGS)
+
+## soak: SOAK_CALLS (1,000,000) checked calls over stdio from 4 threads, RSS, threads and fds sampled along the way
+SOAK_CALLS ?= 1000000
+soak: $(VENV)/.base
+	$(PY) benchmarks/bench_load.py --only soak --soak $(SOAK_CALLS) $(BENCH_ARGS)
 
 ## bench-integrations: what each agent-framework integration adds per call, and mcpcall against mcpadapt (.venv-int)
 bench-integrations: $(INT_VENV)/.installed

@@ -16,6 +16,7 @@ progress callbacks and (through the client) everything a server sends.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import itertools
 import logging
 import math
@@ -337,7 +338,13 @@ class Dispatcher:
         self._closed: BaseException | None = None
         # Deadlines: each entry has a ``due`` time, and one scheduler callback is armed
         # for the earliest; when it fires it expires what is overdue and re-arms.
-        # That is one float per request instead of a heap entry per request.
+        # ``_dues`` is a heap of ``(due, id)`` of the entries with a deadline, so that a
+        # sweep looks only at what is due (not at every pending request: N requests with
+        # spread-out deadlines would cost N * N / 2 looks under the lock). Entries that
+        # were answered stay in it until they surface or outnumber the pending ones (see
+        # request); one whose ``due`` progress moved later is pushed again when it surfaces.
+        self._dues: list[tuple[float, RequestId]] = []
+        self._compact_at = 1024  # the size of _dues at which the next push rebuilds it from the pending entries
         self._armed_at = math.inf
         self._armed: Deadline | None = None
         self._warned: dict[str, int] = {}  # on_warning's count by kind (under _lock)
@@ -422,9 +429,18 @@ class Dispatcher:
         with self._lock:
             closed = self._closed
             if closed is None:
-                self._pending[rid] = entry
-                if entry.due < self._armed_at:
-                    self._arm_locked(entry.due)
+                pending = self._pending
+                pending[rid] = entry
+                if entry.due != math.inf:
+                    dues = self._dues
+                    if len(dues) < self._compact_at:
+                        heapq.heappush(dues, (entry.due, rid))
+                    else:  # mostly answered ones: keep only the pending (a pass per len(pending) + 1024 pushes)
+                        dues = self._dues = [(e.due, r) for r, e in pending.items() if e.due != math.inf]
+                        heapq.heapify(dues)
+                        self._compact_at = 2 * len(dues) + 1024
+                    if entry.due < self._armed_at:
+                        self._arm_locked(entry.due)
         if closed is not None:
             future.fail(closed)
             return future
@@ -479,16 +495,23 @@ class Dispatcher:
         with self._lock:
             self._armed_at = math.inf
             self._armed = None
-            earliest = math.inf
             pending = self._pending
-            for rid, entry in list(pending.items()):
-                if entry.due <= now:
+            dues = self._dues
+            while dues:
+                due, rid = dues[0]
+                entry = pending.get(rid)
+                if entry is None:  # answered, cancelled or failed already
+                    heapq.heappop(dues)
+                elif entry.due > due:  # progress moved its deadline later
+                    heapq.heapreplace(dues, (entry.due, rid))
+                elif due <= now:
+                    heapq.heappop(dues)
                     del pending[rid]
                     expired.append(entry)
-                elif entry.due < earliest:
-                    earliest = entry.due
-            if earliest < math.inf and self._closed is None:
-                self._arm_locked(earliest)
+                else:
+                    break
+            if dues and self._closed is None:
+                self._arm_locked(dues[0][0])
         for entry in expired:
             self._expire(entry)
 
@@ -582,6 +605,7 @@ class Dispatcher:
                 self._closed = exc
             entries = list(self._pending.values())
             self._pending.clear()
+            self._dues = []
             armed, self._armed = self._armed, None
             self._armed_at = -math.inf  # never arm again
         if armed is not None:
@@ -597,6 +621,7 @@ class Dispatcher:
         with self._lock:
             entries = list(self._pending.values())
             self._pending.clear()
+            self._dues = []
         for entry in entries:
             entry.future.fail(exc)
 

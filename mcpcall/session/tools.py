@@ -99,7 +99,7 @@ class ToolCatalog:
                 tools.append(parse_tool(item, self.name))
             except NestedTooDeep as exc:
                 if not quiet:
-                    log.warning("%s; it is left out of the listing", exc)
+                    log.warning("%s; it is left out of the listing", str(exc))  # not exc: see _with_headers
         return tools
 
     def _before_call(self, call: Any) -> bool:
@@ -151,7 +151,9 @@ class ToolCatalog:
                 registry[tool.name] = header_params(tool.input_schema)
             except InvalidHeaderAnnotation as exc:
                 registry.pop(tool.name, None)
-                log.warning("server %r: tool %r left out: %s", self.name, tool.name, exc)
+                # The text, not the exception: a handler that keeps records (pytest's, a MemoryHandler) would keep
+                # its traceback, whose frames hold this catalog and through it the whole client, closed or not.
+                log.warning("server %r: tool %r left out: %s", self.name, tool.name, str(exc))
                 continue
             kept.append(tool)
         return kept

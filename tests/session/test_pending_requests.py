@@ -18,6 +18,7 @@ import pytest
 from mcpcall import Client, RequestTimeout
 from mcpcall._condition import FutureCondition
 from mcpcall.dispatcher import RequestFuture
+from mcpcall.scheduler import Scheduler
 from mcpcall.transports.memory import MemoryTransport, Reply
 
 PENDING = 5_000
@@ -131,3 +132,90 @@ def test_future_condition_refuses_use_without_its_lock() -> None:
     with condition:
         assert condition.wait(0) is False
         condition.notify_all()
+
+
+# -- deadlines: each pending request looked at a bounded number of times ---------------------------------------
+
+
+class _CountingPending(dict):  # type: ignore[type-arg]
+    """The dispatcher's pending map, counting the entries looked at (every entry a whole-map pass visits, each get)."""
+
+    looked = 0
+
+    def items(self) -> Any:
+        self.looked += len(self)
+        return super().items()
+
+    def values(self) -> Any:
+        self.looked += len(self)
+        return super().values()
+
+    def keys(self) -> Any:
+        self.looked += len(self)
+        return super().keys()
+
+    def __iter__(self) -> Any:
+        self.looked += len(self)
+        return super().__iter__()
+
+    def get(self, *args: Any) -> Any:
+        self.looked += 1
+        return super().get(*args)
+
+    def __getitem__(self, key: Any) -> Any:
+        self.looked += 1
+        return super().__getitem__(key)
+
+
+class _Idle(Scheduler):
+    """A scheduler that never fires: its thread is never started."""
+
+    def _start(self) -> None:
+        pass
+
+
+def test_requests_expiring_one_by_one_cost_no_pass_over_every_pending_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: each expiry (every distinct deadline) swept the whole pending map under the dispatcher's lock, so N
+    # requests with spread-out deadlines cost N * N / 2 looks; 100,000 of them kept the scheduler thread busy
+    # for as long as they took to expire, and every answer waited on the lock behind it.
+    import mcpcall.dispatcher as dispatcher_module
+
+    clock = [0.0]
+    monkeypatch.setattr(dispatcher_module, "monotonic", lambda: clock[0])  # what the sweeps below take for now
+    monkeypatch.setattr(dispatcher_module, "get_scheduler", lambda: _Idle())  # only the sweeps below run
+    count = 2000
+    with Client(MemoryTransport(never_answers_calls, name="silent"), protocol="legacy").connect() as client:
+        dispatcher = client.dispatcher
+        futures = [client.call_tool_future("never", {}, timeout=100 + i * 0.01) for i in range(count)]
+        with dispatcher._lock:
+            dues = sorted(entry.due for entry in dispatcher._pending.values())
+            pending = dispatcher._pending = _CountingPending(dispatcher._pending)
+        assert len(dues) == count
+        for expired, due in enumerate(dues, 1):
+            clock[0] = due  # the next request's deadline
+            dispatcher._sweep()
+            assert sum(f.done() for f in futures) == expired
+        assert all(isinstance(f.exception(0), RequestTimeout) for f in futures)
+        assert dispatcher.in_flight() == 0
+    assert pending.looked < 10 * count, f"{pending.looked:,} looks at pending requests to expire {count:,}"
+
+
+def answers_every_call(message: dict[str, Any], reply: Reply) -> None:
+    if "id" in message and message["method"] == "tools/call":
+        reply({"jsonrpc": "2.0", "id": message["id"], "result": {"content": []}})
+    else:
+        never_answers_calls(message, reply)
+
+
+def test_answered_requests_do_not_pile_up_in_the_deadlines() -> None:
+    # The deadlines heap keeps an answered request's (due, id) until it surfaces: 5,000 answered calls with a
+    # 300 s timeout must not leave 5,000 of them (a million calls would leave a million).
+    with Client(MemoryTransport(answers_every_call, name="quick"), protocol="legacy").connect() as client:
+        client.call_tool_future("never", {}, timeout=300).result(10)  # the first call may list the tools first
+        dispatcher = client.dispatcher
+        sizes = []
+        for _ in range(5000):
+            client.call_tool_future("never", {}, timeout=300).result(10)
+            sizes.append(len(dispatcher._dues))
+        assert dispatcher.in_flight() == 0
+    assert max(sizes) < 1100, max(sizes)  # rebuilt from the pending ones past 1,024
