@@ -244,6 +244,7 @@ def test_http_404_session_expiry(server: FaultServer, transport: str) -> None:
         old = session_of(client, transport)
         under_way = None
         if transport == HTTPSSE:  # a call whose answer would come on the forgotten session's stream
+            client.list_tools()  # (the first call lists them)
             counted = server.sessions[old]
             under_way = client.call_tool_future("slow", {"seconds": 30}, timeout=30)
             assert server.wait_for(lambda: server.sessions.get(old) == counted + 1), "the server never took the call"
