@@ -65,7 +65,8 @@ class _Stream:
         self.initialized = False
         #: Over: the server forgot its session, a new stream replaced it, or it ended (under the transport's lock).
         self.retired = False
-        #: Why the answers still to come on it will not (once retired for a forgotten session).
+        #: Why the answers still to come on it will not (once the server forgot it or a new one replaced it; empty
+        #: when it ended on its own: the connection ended with it, and every request failed).
         self.lost = ""
         #: Requests sent to its endpoint and not answered yet (id -> method); of them, those whose POST is still going.
         self.awaiting: dict[Any, str] = {}
@@ -150,9 +151,9 @@ class SSETransport(HTTPBase):
         if not stream.ready.wait(max(0.0, limit - (monotonic() - started))):
             stage = stream.exchange.connecting  # still connecting: the server never got to say anything
             if stage is not None:
-                return RequestTimeout(f"could not connect to server {self.name!r} within {limit:g} s: {stage} "
+                return RequestTimeout(f"could not connect to server {self.name!r} within {limit:.3g} s: {stage} "
                                       f"{self.display_url} had not finished", timeout=limit)
-            return ProtocolError(f"server {self.name!r} sent no endpoint event within {limit:g} s "
+            return ProtocolError(f"server {self.name!r} sent no endpoint event within {limit:.3g} s "
                                  f"(HTTP+SSE GET {self.display_url})")
         return stream.error
 

@@ -246,7 +246,7 @@ def test_http_404_session_expiry(server: FaultServer, transport: str) -> None:
         if transport == HTTPSSE:  # a call whose answer would come on the forgotten session's stream
             client.list_tools()  # (the first call lists them)
             counted = server.sessions[old]
-            under_way = client.call_tool_future("slow", {"seconds": 30}, timeout=30)
+            under_way = client.call_tool_future("slow", {"seconds": 30}, timeout=10)
             assert server.wait_for(lambda: server.sessions.get(old) == counted + 1), "the server never took the call"
         server.expire_after = server.sessions[old]  # its next request is one too many
         error = fails(echo(client), DEADLINE, mcpcall.SessionExpired, "no longer knows our session")

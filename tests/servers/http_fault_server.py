@@ -42,7 +42,9 @@ Fault switches beyond the above (see :class:`FaultServer`):
   202, and nothing comes on the stream).
 - ``stall``: tool names or methods answered with silence (no reply, not even
   headers) until the client hangs up, the server stops, or :attr:`release`
-  is set; then the request gets its normal (or canned) answer.
+  is set; then the request gets its normal (or canned) answer. An HTTP+SSE
+  ``/messages`` POST is counted in its session first, then stalled, then
+  accepted (202), its answer going to that session's stream.
 - ``close_delimited``: every SSE reply and stream ends by closing the
   connection (no Content-Length, not chunked).
 - ``endpoint_event = False``: the HTTP+SSE stream never names its endpoint
@@ -991,9 +993,12 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(message, dict):
             params = message.get("params") or {}
             name = params.get("name") if message.get("method") == "tools/call" else None
-            canned = fault.fail.get(str(name if name is not None else message.get("method")))
+            key = str(name if name is not None else message.get("method"))
+            canned = fault.fail.get(key)
             if canned is not None:
                 self._send_canned(canned, message)
+                return
+            if key in fault.stall and not self._stall(message):
                 return
         if name in fault.drip_ack:
             target.put(fault.answer(message))
