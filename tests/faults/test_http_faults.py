@@ -291,6 +291,13 @@ def test_http_404_session_expiry_registry(server: FaultServer) -> None:
         assert len(sent) == 2 and len({urlsplit(s.path).query for s in sent}) == 2  # refused in one session, run in the next
         assert registry.call(name, {"message": "after"}, timeout=5).text == "after"
         assert len(server.requests("initialize")) == 2
+        # A stream that ends (the server restarted) ends the connection instead: the client says it is closed, and the
+        # registry connects a new one on its next call.
+        server.cut()
+        assert wait_until(lambda: not client.alive, 5)
+        answers(lambda: registry.call(name, {"message": "reconnected"}, timeout=5).text, 5, "reconnected",
+                "the call after the stream ended")
+        assert registry.client(NAME) is not client and len(server.requests("initialize")) == 3
 
 
 # -- a connection reset part-way through the reply ----------------------------------------------------------------------
