@@ -496,8 +496,13 @@ class Caller:
         if left <= 0 or not self._session_lock.acquire(timeout=-1 if left == math.inf else left):
             raise self._call_timeout(call)
         try:
-            if self.connection.transport.session_lost and self.state.protocol_version is not None:
+            transport = self.connection.transport
+            if transport.session_lost and self.state.protocol_version is not None:
                 log.info("server %r: starting a new session", self.name)
+                left = call.deadline - monotonic()
+                if left <= 0:
+                    raise self._call_timeout(call)
+                transport.start_session(left)  # HTTP+SSE: a new stream, which names the new session's endpoint
                 left = call.deadline - monotonic()
                 if left <= 0:
                     raise self._call_timeout(call)

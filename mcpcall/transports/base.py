@@ -184,6 +184,10 @@ class Transport:
     def negotiated(self, era: str, version: str) -> None:
         """The client settled on a protocol era and version (HTTP uses it for headers)."""
 
+    def start_session(self, timeout: float) -> None:
+        """Before the ``initialize`` of a new session (the server forgot ours: :attr:`session_lost`): what must come
+        first, within ``timeout`` seconds. HTTP+SSE opens a new stream and waits for its endpoint; others need nothing."""
+
     def quiet_since(self, started: float) -> None:
         """What the server logged since ``started`` (monotonic) was noise about a probe: keep little of it."""
 

@@ -8,6 +8,15 @@ A request's POST is only an acknowledgement; its answer comes on the stream.
 Once the answer came, a POST still going :data:`ACK_GRACE` seconds later is
 aborted (a server slow to acknowledge holds neither the caller nor a worker),
 and when the stream dies every POST in flight is aborted with it.
+
+The session is the stream's: its endpoint names it. A server that no longer
+knows it (a POST answered 404, the stream perhaps still open) has lost every
+answer that was to come on that stream: that POST fails with
+:class:`SessionExpired` (it did not run), the requests still awaiting their
+answers there fail with :class:`ConnectionClosed` at once, the stream is
+closed, and :attr:`~SSETransport.session_lost` asks the client to start a new
+session, on a new stream, before its next request (:meth:`SSETransport.start_session`).
+A stream that ends, by contrast, ends the connection: the server is gone.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ from typing import Any
 from urllib.parse import urljoin
 
 from .. import jsonrpc
-from ..errors import ConnectionClosed, HTTPError, MCPError, ProtocolError, RequestTimeout
+from ..errors import ConnectionClosed, HTTPError, MCPError, ProtocolError, RequestTimeout, SessionExpired
 from ..scheduler import get_scheduler
 from ..sse import LargeEvent, OversizeEvent, SSEStream
 from ..urls import redact_url, same_origin
@@ -33,6 +42,46 @@ log = logging.getLogger("mcpcall.http")
 
 #: How long a request's POST may go on after its answer came on the stream before it is aborted.
 ACK_GRACE = 0.5
+
+
+#: How a stream's session ended when a new one replaced it before the server had forgotten it.
+_REPLACED = "had the session replaced by a new one"
+
+
+class _Stream:
+    """One GET stream and the session it carries: its endpoint, and the requests whose answers are to come on it."""
+
+    __slots__ = ("awaiting", "endpoint", "error", "exchange", "initialized", "lost", "posting", "reader", "ready",
+                 "retired")
+
+    def __init__(self) -> None:
+        self.exchange = Exchange("SSE stream")
+        self.reader: threading.Thread | None = None
+        #: Set once the endpoint came, or the stream ended before it did (then :attr:`error` says why).
+        self.ready = threading.Event()
+        self.error: BaseException | None = None
+        self.endpoint: str | None = None
+        #: The client initialized a session over it: a 404 from its endpoint now means the server forgot that session.
+        self.initialized = False
+        #: Over: the server forgot its session, a new stream replaced it, or it ended (under the transport's lock).
+        self.retired = False
+        #: Why the answers still to come on it will not (once the server forgot it or a new one replaced it; empty
+        #: when it ended on its own: the connection ended with it, and every request failed).
+        self.lost = ""
+        #: Requests sent to its endpoint and not answered yet (id -> method); of them, those whose POST is still going.
+        self.awaiting: dict[Any, str] = {}
+        self.posting: set[Any] = set()
+
+
+class _Post(Job):
+    """A message to POST to the endpoint of :attr:`stream`, the stream it was sent for."""
+
+    __slots__ = ("stream",)
+
+    def __init__(self, message: dict[str, Any], data: bytes, headers: dict[str, str], request_id: Any,
+                 stream: _Stream) -> None:
+        super().__init__(message, data, headers, request_id)
+        self.stream = stream
 
 
 class SSETransport(HTTPBase):
@@ -49,41 +98,80 @@ class SSETransport(HTTPBase):
         options.pop("allow_fallback", None)
         super().__init__(url, **options)
         self._options = dict(options, endpoint_timeout=endpoint_timeout)
-        self.endpoint: str | None = None
         self.endpoint_timeout = endpoint_timeout
-        self._stream_exchange = Exchange("SSE stream")
-        self._reader: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._start_error: BaseException | None = None
+        self._stream = _Stream()  # the current one (under _lock)
+        self._streams: list[_Stream] = []  # every stream whose reader was started and may still run (under _lock)
+
+    @property
+    def endpoint(self) -> str | None:
+        """Where messages are POSTed: the endpoint the current stream named (None before it did)."""
+        return self._stream.endpoint
 
     def start(self, receiver: Receiver, *, timeout: float | None = None) -> None:
         self._receiver = receiver
         self._session = self._open_session()
-        started = monotonic()
         limit = self.endpoint_timeout if timeout is None else min(self.endpoint_timeout, timeout)
-        self._reader = threading.Thread(target=self._read, args=(limit,), name=f"mcpcall-sse-{self.name}", daemon=True)
-        self._reader.start()
-        if not self._ready.wait(max(0.0, limit - (monotonic() - started))):
-            stage = self._stream_exchange.connecting  # still connecting: the server never got to say anything
-            self.close()
-            if stage is not None:
-                raise RequestTimeout(f"could not connect to server {self.name!r} within {limit:g} s: {stage} "
-                                     f"{self.display_url} had not finished", timeout=limit)
-            raise ProtocolError(f"server {self.name!r} sent no endpoint event within {limit:g} s "
-                                f"(HTTP+SSE GET {self.display_url})")
-        if self._start_error is not None:
-            error = self._start_error
+        error = self._open(self._stream, limit)
+        if error is not None:
             self.close()
             raise error
+
+    def start_session(self, timeout: float) -> None:
+        """The server forgot our session: open a new stream, and wait (at most ``timeout`` seconds) for the
+        endpoint of the session it carries; the client then initializes it.
+
+        The stream it replaces is closed (if it was not already), and so is the new one if its endpoint does not
+        come in time: the next request tries again.
+        """
+        with self._lock:
+            if self._closing.is_set():
+                raise ConnectionClosed(f"client for server {self.name!r} is closed")
+            old = self._stream
+            stream = self._stream = _Stream()  # before it is read from: a stream that ends closes the connection
+        started = monotonic()
+        self._retire(old, _REPLACED)
+        if old.reader is not None and old.reader is not threading.current_thread():
+            old.reader.join(min(5.0, max(0.0, timeout - (monotonic() - started))))  # aborted: it ends at once
+        error = self._open(stream, min(self.endpoint_timeout, max(0.0, timeout - (monotonic() - started))))
+        if error is not None:
+            self._retire(stream, _REPLACED)
+            raise error
+
+    def _open(self, stream: _Stream, limit: float) -> BaseException | None:
+        """Start ``stream``'s reader and wait up to ``limit`` seconds for its endpoint; what went wrong, if it did not come."""
+        started = monotonic()
+        with self._lock:
+            if self._closing.is_set():
+                return ConnectionClosed(f"client for server {self.name!r} is closed")
+            self._streams = [s for s in self._streams if s.reader is not None and s.reader.is_alive()]
+            self._streams.append(stream)
+            stream.reader = threading.Thread(target=self._read, args=(stream, limit), name=f"mcpcall-sse-{self.name}",
+                                             daemon=True)
+            stream.reader.start()  # under the lock: close() joins only started readers
+        if not stream.ready.wait(max(0.0, limit - (monotonic() - started))):
+            stage = stream.exchange.connecting  # still connecting: the server never got to say anything
+            if stage is not None:
+                return RequestTimeout(f"could not connect to server {self.name!r} within {limit:.3g} s: {stage} "
+                                      f"{self.display_url} had not finished", timeout=limit)
+            return ProtocolError(f"server {self.name!r} sent no endpoint event within {limit:.3g} s "
+                                 f"(HTTP+SSE GET {self.display_url})")
+        return stream.error
 
     def renewed(self) -> SSETransport:
         """A new transport for the same URL and options: a failed start closed this one, and the stream cannot resume."""
         return SSETransport(self.url, **self._options)
 
-    def _read(self, limit: float) -> None:
+    def negotiated(self, era: str, version: str) -> None:
+        with self._lock:
+            stream = self._stream
+            stream.initialized = True
+            if not stream.retired:
+                self.session_lost = False
+
+    def _read(self, stream: _Stream, limit: float) -> None:
         """The reader thread: open the GET stream, wait for the endpoint, deliver every message."""
         reason = "closed the SSE stream"
-        exchange = self._stream_exchange
+        exchange = stream.exchange
         try:
             with exchange:
                 headers = {"Accept": "text/event-stream", **self.extra_headers}
@@ -97,20 +185,24 @@ class SSETransport(HTTPBase):
                             f"server {self.name!r} answered GET {self.display_url} with HTTP {response.status_code} "
                             f"({ctype or 'no type'}), not an SSE stream: {body}", status=response.status_code, body=body,
                         )
-                    reason = self._events(response)
-                    if self.endpoint is None and not exchange.aborted.is_set():
+                    reason = self._events(response, stream)
+                    if stream.endpoint is None and not exchange.aborted.is_set():
                         raise ConnectionClosed(f"server {self.name!r} closed the HTTP+SSE stream (GET {self.display_url}) "
                                                "before naming its endpoint")
                 finally:
                     response.close()
         except BaseException as exc:  # noqa: BLE001 - before the endpoint: start() raises it; after: it closes us
-            if not self._ready.is_set():
-                self._start_error = self.transport_error(exc, "the HTTP+SSE stream")
+            if not stream.ready.is_set():
+                stream.error = self.transport_error(exc, "the HTTP+SSE stream")
             elif not exchange.aborted.is_set():
                 reason = f"dropped the SSE stream ({_short(exc)})"
         finally:
-            self._ready.set()
-        if self.endpoint is not None and not self._closing.is_set() and self._receiver is not None:
+            stream.ready.set()
+        with self._lock:
+            # The current session's stream ended on its own: the connection is over. (One retired ended as told.)
+            ends = stream is self._stream and not stream.retired and stream.endpoint is not None
+            stream.retired = True
+        if ends and not self._closing.is_set() and self._receiver is not None:
             # HTTP+SSE has no way to resume: the endpoint (the session) died with the stream.
             self._receiver.on_close(ConnectionClosed(
                 f"server {self.name!r} {reason}; this HTTP+SSE connection is over: connect again (a new client)"
@@ -118,15 +210,15 @@ class SSETransport(HTTPBase):
             # Its POSTs in flight too: a caller running its own (a connect that hangs) is freed now, not by a timeout.
             self._abort_exchanges()
 
-    def _events(self, response: Any) -> str:
+    def _events(self, response: Any, stream: _Stream) -> str:
         # An event over the limit is skipped (not held) and fails the one request it names, as an oversize
         # line of stdio does: this one stream serves every request, and ending it would end them all.
-        stream = SSEStream(body_chunks(response), response, self.max_message_bytes, skip_oversize=True)
-        for event in stream.events():
+        sse = SSEStream(body_chunks(response), response, self.max_message_bytes, skip_oversize=True)
+        for event in sse.events():
             if isinstance(event, OversizeEvent):
-                self._oversize(event)
+                self._oversize(event, stream)
                 continue
-            if event.event == "endpoint" and self.endpoint is None:
+            if event.event == "endpoint" and stream.endpoint is None:
                 if not event.data.strip():
                     raise ProtocolError(f"server {self.name!r} named an empty endpoint")
                 target = urljoin(self.url, event.data.strip())
@@ -135,8 +227,8 @@ class SSETransport(HTTPBase):
                         f"server {self.name!r} named an endpoint on another origin or an unclear URL "
                         f"({redact_url(target)}); refused, so requests and credentials stay with the server you named"
                     )
-                self.endpoint = target
-                self._ready.set()
+                stream.endpoint = target
+                stream.ready.set()
                 continue
             large = isinstance(event, LargeEvent)
             if event.event not in ("message", "") or not (large or event.data):
@@ -144,22 +236,22 @@ class SSETransport(HTTPBase):
             message, _ = self.event_message(event)
             if message is not None:
                 self._deliver(message)
-                self._answered(message)
+                self._answered(message, stream)
         return "closed the SSE stream"
 
-    def _oversize(self, event: OversizeEvent) -> None:
+    def _oversize(self, event: OversizeEvent, stream: _Stream) -> None:
         """An event over ``max_message_bytes``, skipped: the request it names fails (all in flight if it names none)."""
         error = ProtocolError(
             f"server {self.name!r} sent an SSE event of {event.size} bytes, over the limit of {self.max_message_bytes} "
             "bytes (raise max_message_bytes= if it is legitimate); it was skipped"
         )
-        if self.endpoint is None:
+        if stream.endpoint is None:
             raise error  # before the endpoint: start() fails with it
         if self._receiver is not None:
             self._receiver.on_bad_message(error, jsonrpc.peek_id(event.head))
 
-    def _answered(self, message: Any) -> None:
-        """``message`` came on the stream; if it answers a request whose POST is still going, end that POST
+    def _answered(self, message: Any, stream: _Stream) -> None:
+        """``message`` came on ``stream``; if it answers a request whose POST is still going, end that POST
         :data:`ACK_GRACE` seconds from now (it has nothing left to give, and its caller may be running it)."""
         if not isinstance(message, dict) or "method" in message:
             return
@@ -167,53 +259,119 @@ class SSETransport(HTTPBase):
         if request_id.__class__ not in (str, int):
             return
         with self._lock:
+            stream.awaiting.pop(request_id, None)
             exchange = self._exchanges.get(request_id)
         if exchange is not None:
             get_scheduler().schedule(ACK_GRACE, exchange.abort)
 
+    def _retire(self, stream: _Stream, lost: str, *, forgotten: bool = False) -> None:
+        """``stream``'s session is over (``lost``: how, for the requests it took with it): the stream is closed, and
+        the requests still awaiting their answers on it fail now (those whose POST is still going, when it ends: a
+        404 then says it did not run). ``forgotten``: the server forgot it; if current, the client starts a new one."""
+        with self._lock:
+            if stream.retired:
+                return
+            if forgotten and stream is self._stream:
+                self.session_lost = True
+            stream.retired = True
+            stream.lost = lost
+            gone = [(rid, method) for rid, method in stream.awaiting.items() if rid not in stream.posting]
+            for rid, _ in gone:
+                del stream.awaiting[rid]
+        stream.exchange.abort()
+        for rid, method in gone:
+            self._fail(rid, self._unanswered(stream, method))
+
+    def _unanswered(self, stream: _Stream, method: str) -> ConnectionClosed:
+        return ConnectionClosed(f"server {self.name!r} {stream.lost}: the answer to {method} was to come on the stream "
+                                "of that session and will not (the server may or may not have run it); the next request "
+                                "will start a new session")
+
     def send(self, message: dict[str, Any], *, timeout: float | None = None) -> None:
         if self._closing.is_set():
             raise ConnectionClosed(f"client for server {self.name!r} is closed")
-        if self.endpoint is None:
+        stream = self._stream
+        if stream.endpoint is None:
+            if self.session_lost:  # a new session's stream that did not name its endpoint (yet)
+                raise SessionExpired(f"server {self.name!r} no longer knows our session; the next request will start a "
+                                     "new session", status=404)
             raise ConnectionClosed(f"server {self.name!r} has not named its endpoint")
         data = jsonrpc.encode(message)
         headers = {"Content-Type": "application/json", **self.extra_headers}
         if "method" in message and "id" in message:
-            self._submit(Job(message, data, headers, message.get("id")))
+            request_id = message.get("id")
+            job = _Post(message, data, headers, request_id, stream)
+            with self._lock:
+                stream.awaiting[request_id] = job.method
+                stream.posting.add(request_id)
+            self._submit(job)
         else:
-            self.acknowledged(Job(message, data, headers, None), timeout, self._post)
+            self.acknowledged(_Post(message, data, headers, None, stream), timeout, self._post_notice)
 
     def cancel(self, request_id: Any, reason: str, *, notify: bool = True) -> None:
-        if notify:
+        with self._lock:
+            stream = self._stream
+            stream.awaiting.pop(request_id, None)  # its answer is no longer awaited
+            stream.posting.discard(request_id)  # (a POST aborted before it ran never says it ended)
+        if notify and stream.endpoint is not None:
             notice = jsonrpc.notification("notifications/cancelled", {"requestId": request_id, "reason": reason})
+            headers = {"Content-Type": "application/json", **self.extra_headers}
             try:
-                self._submit(Job(notice, jsonrpc.encode(notice), {"Content-Type": "application/json", **self.extra_headers}, None))
+                self._submit(_Post(notice, jsonrpc.encode(notice), headers, None, stream))
             except MCPError:
                 pass
         super().cancel(request_id, reason, notify=notify)
 
     def _run_job(self, job: Job) -> None:
+        assert isinstance(job, _Post)
+        awaits = False
         try:
-            self._post(job)
+            awaits = self._post(job)
         except MCPError as exc:
             self._fail(job.request_id, exc)
+        finally:
+            if job.request_id is not None:
+                self._posted(job, awaits)
 
-    def _post(self, job: Job) -> None:
-        assert self.endpoint is not None
-        response = self._http("POST", self.endpoint, headers=job.headers, data=job.data, what=job.method,
+    def _posted(self, job: _Post, awaits: bool) -> None:
+        """``job``'s POST ended; ``awaits``: acknowledged, its answer to come on the stream (unless that stream is over)."""
+        stream = job.stream
+        with self._lock:
+            stream.posting.discard(job.request_id)
+            method = stream.awaiting.pop(job.request_id, None) if not awaits or stream.retired else None
+            lost = awaits and stream.lost != ""
+        if method is not None and lost:
+            self._fail(job.request_id, self._unanswered(stream, method))
+
+    def _post_notice(self, job: Job) -> None:
+        assert isinstance(job, _Post)
+        self._post(job)
+
+    def _post(self, job: _Post) -> bool:
+        """POST ``job`` to its stream's endpoint; True when acknowledged (its answer, if any, comes on the stream)."""
+        stream = job.stream
+        assert stream.endpoint is not None
+        response = self._http("POST", stream.endpoint, headers=job.headers, data=job.data, what=job.method,
                               read_timeout=ACK_TIMEOUT)
         try:
             if response.status_code >= 400:
                 body = self.excerpt_of(response)
+                if response.status_code == 404 and stream.initialized:
+                    self._retire(stream, f"no longer knows our session (HTTP 404 to {job.method})", forgotten=True)
+                    raise SessionExpired(
+                        f"server {self.name!r} no longer knows our session (HTTP 404 to {job.method}); "
+                        "the next request will start a new session", status=404, body=excerpt(body),
+                    )
                 error = error_in_body(body, job.request_id)
                 if error is not None:
                     self._deliver(error)
-                    return
+                    return False
                 raise HTTPError(
                     f"server {self.name!r} answered HTTP {response.status_code} to {job.method}: {excerpt(body)}",
                     status=response.status_code, body=excerpt(body),
                 )
             self.read_body(response, job.method)  # the answer comes on the stream; this is an acknowledgement
+            return True
         finally:
             response.close()
 
@@ -224,9 +382,12 @@ class SSETransport(HTTPBase):
             if self._closed:
                 return
             self._closed = True
-        self._closing.set()
-        self._stream_exchange.abort()
+            self._closing.set()
+            streams = list(self._streams)
+        for stream in streams:
+            stream.exchange.abort()
         self._stop_workers()
-        if self._reader is not None and self._reader is not threading.current_thread():
-            self._reader.join(5.0)
+        for stream in streams:
+            if stream.reader is not None and stream.reader is not threading.current_thread():
+                stream.reader.join(5.0)
         self._close_session()

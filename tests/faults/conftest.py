@@ -76,7 +76,7 @@ APPLIES: Dict[str, Tuple[str, ...]] = {
     # -- HTTP ----------------------------------------------------------------------------------------
     "HTTP 5xx": HTTP_ALL,
     "HTTP 401": HTTP_ALL,
-    "HTTP 404 session expiry": (HTTP_LEGACY_JSON, HTTP_LEGACY_SSE),
+    "HTTP 404 session expiry": (HTTP_LEGACY_JSON, HTTP_LEGACY_SSE, HTTPSSE),
     "connection reset mid-stream": HTTP_ALL,
     "stream that never ends": SSE_STREAMS,
     "slow drip": HTTP_ALL,

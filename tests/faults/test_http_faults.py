@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import gc
 import logging
+import threading
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -103,6 +105,14 @@ def connect(server: FaultServer, transport: str, **options: Any) -> mcpcall.Clie
     options.setdefault("timeout", 5)
     return mcpcall.connect(url_of(server, transport), name=NAME, auth=TOKEN, headers={"X-Api-Key": HEADER_SECRET},
                            **options)
+
+
+def session_of(client: mcpcall.Client, transport: str) -> str:
+    """The client's session at the server: its ``Mcp-Session-Id``, or the ``sessionId`` of its HTTP+SSE endpoint."""
+    if transport == HTTPSSE:
+        endpoint = client.transport.endpoint  # type: ignore[attr-defined]
+        return parse_qs(urlsplit(endpoint).query)["sessionId"][0]
+    return client.transport.session_id  # type: ignore[attr-defined,no-any-return]
 
 
 def echo(client: mcpcall.Client, message: str = "hi", timeout: float = DEADLINE) -> Callable[[], Any]:
@@ -227,19 +237,67 @@ def test_http_401(server: FaultServer, transport: str) -> None:
 @pytest.mark.fault("HTTP 404 session expiry")
 @cells("HTTP 404 session expiry")
 def test_http_404_session_expiry(server: FaultServer, transport: str) -> None:
+    # The server forgets our session (it restarted behind a proxy, or expired it): the request that hears so was not
+    # run, and says so (SessionExpired: safe to send again); the next request starts a new session. Over HTTP+SSE the
+    # session is the stream's: the client opens a new stream (a new endpoint) and initializes again.
     with connect(server, transport) as client:
-        old = client.transport.session_id  # type: ignore[attr-defined]
+        old = session_of(client, transport)
+        under_way = None
+        if transport == HTTPSSE:  # a call whose answer would come on the forgotten session's stream
+            client.list_tools()  # (the first call lists them)
+            counted = server.sessions[old]
+            under_way = client.call_tool_future("slow", {"seconds": 30}, timeout=10)
+            assert server.wait_for(lambda: server.sessions.get(old) == counted + 1), "the server never took the call"
         server.expire_after = server.sessions[old]  # its next request is one too many
         error = fails(echo(client), DEADLINE, mcpcall.SessionExpired, "no longer knows our session")
-        assert isinstance(error, mcpcall.SessionExpired) and error.status == 404 and "Session not found" in error.body
+        body = "unknown session" if transport == HTTPSSE else "Session not found"
+        assert isinstance(error, mcpcall.SessionExpired) and error.status == 404 and body in error.body
         assert "new session" in str(error)
+        if under_way is not None:  # its answer will not come: it fails now, not at its deadline, and says why
+            fails(under_way.result, 0, mcpcall.ConnectionClosed, "no longer knows our session", what="the call under way")
+        assert client.alive
         server.expire_after = None
         usable(client, server)
-        new = client.transport.session_id  # type: ignore[attr-defined]
+        new = session_of(client, transport)
         assert new and new != old and new in server.sessions
         assert len(server.requests("initialize")) == 2
-        assert server.requests("tools/call")[-1].headers["mcp-session-id"] == new
+        last = server.requests("tools/call")[-1]
+        if transport == HTTPSSE:
+            assert urlsplit(last.path).query == f"sessionId={new}"
+            readers = [t for t in threading.enumerate() if t.name == f"mcpcall-sse-{NAME}" and t.is_alive()]
+            assert len(readers) == 1, f"the forgotten session's stream is still read: {readers}"
+        else:
+            assert last.headers["mcp-session-id"] == new
         secrets_were_sent(server)
+
+
+@pytest.mark.fault("HTTP 404 session expiry", transport=HTTPSSE)
+def test_http_404_session_expiry_registry(server: FaultServer) -> None:
+    # A registry sends the refused call once more, in the session the client starts: the caller sees its answer, and
+    # the tool runs once.
+    server.modern = False
+    entry = {"url": url_of(server, HTTPSSE), "transport": "sse", "headers": {"X-Api-Key": HEADER_SECRET}}
+    with mcpcall.ToolRegistry({NAME: entry}, timeout=10) as registry:
+        name = next(t.name for t in registry.tools() if t.name.endswith("echo"))
+        assert registry.call(name, {"message": "before"}, timeout=5).text == "before"
+        client = registry.client(NAME)
+        server.expire_after = server.sessions[session_of(client, HTTPSSE)]
+        answers(lambda: registry.call(name, {"message": "again"}, timeout=5).text, 5, "again", "the call after the fault")
+        server.expire_after = None
+        assert registry.client(NAME) is client and client.alive  # the same client, in a new session
+        stats = registry.stats()[name]
+        assert (stats.calls, stats.errors, stats.retries) == (2, 0, 1)
+        sent = [s for s in server.requests("tools/call") if s.body["params"]["arguments"] == {"message": "again"}]
+        assert len(sent) == 2 and len({urlsplit(s.path).query for s in sent}) == 2  # refused in one session, run in the next
+        assert registry.call(name, {"message": "after"}, timeout=5).text == "after"
+        assert len(server.requests("initialize")) == 2
+        # A stream that ends (the server restarted) ends the connection instead: the client says it is closed, and the
+        # registry connects a new one on its next call.
+        server.cut()
+        assert wait_until(lambda: not client.alive, 5)
+        answers(lambda: registry.call(name, {"message": "reconnected"}, timeout=5).text, 5, "reconnected",
+                "the call after the stream ended")
+        assert registry.client(NAME) is not client and len(server.requests("initialize")) == 3
 
 
 # -- a connection reset part-way through the reply ----------------------------------------------------------------------

@@ -16,7 +16,10 @@ Endpoints:
   stream the server broke off. With ``post_status = 405`` it is instead the
   legacy HTTP+SSE stream, as on ``GET /sse``.
 - ``GET /sse`` + ``POST /messages?sessionId=…``: the 2024-11-05 HTTP+SSE
-  transport; the ``endpoint`` event names ``sse_endpoint`` if set.
+  transport; the ``endpoint`` event names ``sse_endpoint`` if set. Its
+  sessions are in :attr:`FaultServer.sessions` too, and ``expire_after``
+  forgets them alike (a POST for a session it no longer knows is a 404
+  "unknown session"; the stream stays open, carrying only keep-alives).
 - ``DELETE /mcp``: ends the session (``delete_status``).
 
 Tools: ``echo(message)``; ``big(size, sse)`` (a text of ``size`` characters,
@@ -39,7 +42,9 @@ Fault switches beyond the above (see :class:`FaultServer`):
   202, and nothing comes on the stream).
 - ``stall``: tool names or methods answered with silence (no reply, not even
   headers) until the client hangs up, the server stops, or :attr:`release`
-  is set; then the request gets its normal (or canned) answer.
+  is set; then the request gets its normal (or canned) answer. An HTTP+SSE
+  ``/messages`` POST is counted in its session first, then stalled, then
+  accepted (202), its answer going to that session's stream.
 - ``close_delimited``: every SSE reply and stream ends by closing the
   connection (no Content-Length, not chunked).
 - ``endpoint_event = False``: the HTTP+SSE stream never names its endpoint
@@ -954,6 +959,7 @@ class _Handler(BaseHTTPRequestHandler):
         source: queue.Queue[dict[str, Any]] = queue.Queue()
         with fault._lock:
             fault._sse_queues[sid] = source
+            fault.sessions[sid] = 0  # counted and forgotten as a Streamable HTTP session is (expire_after)
         if fault.stream_body is not None:
             self.start_sse(chunked=False)
             self.write(fault.stream_body)
@@ -972,6 +978,14 @@ class _Handler(BaseHTTPRequestHandler):
         sid = parse_qs(urlsplit(self.path).query).get("sessionId", [""])[0]
         with fault._lock:
             target = fault._sse_queues.get(sid)
+            count = fault.sessions.get(sid)
+            if count is None:  # forgotten (expire_after, sessions cleared): its stream stays open, silent
+                target = None
+            else:
+                fault.sessions[sid] = count + 1
+                if fault.expire_after is not None and count + 1 > fault.expire_after:
+                    del fault.sessions[sid]
+                    target = None
         if target is None:
             self.send_body(404, b"unknown session", "text/plain")
             return
@@ -980,9 +994,12 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(message, dict):
             params = message.get("params") or {}
             name = params.get("name") if message.get("method") == "tools/call" else None
-            canned = fault.fail.get(str(name if name is not None else message.get("method")))
+            key = str(name if name is not None else message.get("method"))
+            canned = fault.fail.get(key)
             if canned is not None:
                 self._send_canned(canned, message)
+                return
+            if key in fault.stall and not self._stall(message):
                 return
         if name in fault.drip_ack:
             target.put(fault.answer(message))

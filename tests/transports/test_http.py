@@ -353,6 +353,87 @@ def test_auto_falls_back_to_http_sse(server: FaultServer) -> None:
     assert any(s.verb == "POST" and s.path.startswith("/messages") for s in server.seen)
 
 
+def sse_session(client: mcpcall.Client) -> str:
+    """The session id the HTTP+SSE endpoint of ``client`` names."""
+    endpoint = client.transport.endpoint  # type: ignore[attr-defined]
+    return endpoint.rsplit("sessionId=", 1)[1]  # type: ignore[no-any-return]
+
+
+def sse_readers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == f"mcpcall-sse-{NAME}" and t.is_alive()]
+
+
+def test_sse_transport_forgotten_session_fails_the_calls_awaiting_its_stream(server: FaultServer) -> None:
+    # Their answers were to come on the stream of the session the server forgot: they fail at once, not at their
+    # deadlines, whether their POST was acknowledged before the 404 or after it. The refused call did not run.
+    server.modern = False
+    with connect(server.origin + "/sse", transport="sse", timeout=20) as client:
+        client.list_tools()
+        old = sse_session(client)
+        acknowledged = client.call_tool_future("slow", {"seconds": 30})
+        # (The client has its 202: it awaits the answer on the stream only. Nothing public shows that moment.)
+        assert wait_until(lambda: not client.transport._stream.posting)  # type: ignore[attr-defined]
+        server.stall.add("trickle")
+        unacknowledged = client.call_tool_future("trickle", {"message": "x"})
+        assert server.wait_for(lambda: bool(calls(server, "trickle")))  # counted in the session, not answered yet
+        server.expire_after = server.sessions[old]
+        started = time.monotonic()
+        with pytest.raises(mcpcall.SessionExpired, match="no longer knows our session .HTTP 404 to tools/call.") as info:
+            client.call_tool("echo", {"message": "refused"})
+        assert info.value.status == 404 and info.value.body == "unknown session"
+        error = acknowledged.exception(timeout=5)
+        assert isinstance(error, mcpcall.ConnectionClosed), error
+        assert time.monotonic() - started < 2.0
+        server.release.set()  # its 202 comes now, for a session that is over
+        late = unacknowledged.exception(timeout=5)
+        assert isinstance(late, mcpcall.ConnectionClosed), late
+        for failure in (error, late):
+            assert str(failure).startswith(f"server {NAME!r} no longer knows our session (HTTP 404 to tools/call): "
+                                           "the answer to tools/call was to come on the stream of that session and "
+                                           "will not (the server may or may not have run it)"), failure
+        assert client.alive and client.transport.session_lost  # type: ignore[attr-defined]
+        server.expire_after = None
+        assert client.call_tool("echo", {"message": "after"}).text == "after"
+        assert sse_session(client) != old and not client.transport.session_lost  # type: ignore[attr-defined]
+        assert len(sse_readers()) == 1
+    assert [c.body["params"]["arguments"]["message"] for c in calls(server, "echo")] == ["refused", "after"]
+    assert len(server.requests("initialize")) == 2
+
+
+def test_sse_transport_new_session_whose_stream_names_no_endpoint(server: FaultServer) -> None:
+    # The new session's stream does not come up in time: that call fails within its deadline, the client stays alive
+    # and tries again on the next call.
+    server.modern = False
+    with connect(server.origin + "/sse", transport="sse") as client:
+        client.list_tools()
+        server.expire_after = server.sessions[sse_session(client)]
+        with pytest.raises(mcpcall.SessionExpired):
+            client.call_tool("echo", {"message": "refused"})
+        server.expire_after = None
+        server.endpoint_event = False
+        started = time.monotonic()
+        with pytest.raises(mcpcall.ProtocolError, match=f"server {NAME!r} sent no endpoint event within 1 s"):
+            client.call_tool("echo", {"message": "no endpoint"}, timeout=1)
+        assert time.monotonic() - started < 1 + 1.5
+        assert client.alive and client.transport.session_lost  # type: ignore[attr-defined]
+        assert wait_until(lambda: not sse_readers())  # neither the forgotten stream nor the one that named nothing is read
+        server.endpoint_event = True
+        assert client.call_tool("echo", {"message": "after"}).text == "after"
+        assert len(sse_readers()) == 1
+    assert [c.body["params"]["arguments"]["message"] for c in calls(server, "echo")] == ["refused", "after"]
+    assert len(server.requests("initialize")) == 2
+    assert len(server.requests(verb="GET")) == 3
+
+
+def test_sse_transport_404_before_the_session_is_no_expiry(server: FaultServer) -> None:
+    # A 404 to initialize: the endpoint is wrong, no session was forgotten. The connect fails and says what came back.
+    server.modern = False
+    server.fail["initialize"] = Reply(404, b"no such endpoint", "text/plain")
+    with pytest.raises(mcpcall.HTTPError, match="answered HTTP 404 to initialize: no such endpoint") as info:
+        connect(server.origin + "/sse", transport="sse")
+    assert not isinstance(info.value, mcpcall.SessionExpired)
+
+
 # -- modern headers ---------------------------------------------------------------------------------
 
 
