@@ -208,7 +208,8 @@ class RedisTokenStore:
         """Store ``token`` only while the stored token's access token is ``expected`` (``None``: none stored).
 
         Atomic (``WATCH``/``MULTI``): ``False``, and nothing written, when another holder stored
-        a different token first.
+        a different token first. :class:`~mcpcall.errors.TokenStoreUnavailable` when Redis did not
+        answer in time (the token may or may not have been written: read it again).
         """
         key = self.token_key(token.issuer, token.resource)
         payload = json.dumps(token.to_json(), sort_keys=True)
@@ -261,7 +262,8 @@ class RedisTokenStore:
                         pipe.set(key, json.dumps([*kept, entry][-MAX_CLIENTS:], sort_keys=True))
                         pipe.execute()
                         return
-                    except _redis_module().WatchError:
+                    except _redis_module().WatchError as exc:
+                        _raise_failure(exc, _redis_module())
                         continue  # another process registered one meanwhile: read again
             raise _redis_module().WatchError("the clients key kept changing")
 
@@ -313,9 +315,20 @@ def _compare_and_set(r: redis.Redis, key: str, ok: Callable[[Any], bool], payloa
                 pipe.set(key, payload)
                 pipe.execute()
                 return True
-            except module.WatchError:
+            except module.WatchError as exc:
+                _raise_failure(exc, module)
                 continue  # written meanwhile: compare again
-    return False
+    raise module.WatchError("the key kept changing")  # not known to be replaced: the caller must not drop its token
+
+
+def _raise_failure(exc: BaseException, module: Any) -> None:
+    """Raise the connection failure behind a ``WatchError`` (redis-py reports a timeout or a lost connection
+    during a watched transaction as one); return for a real conflict (the key was written meanwhile)."""
+    cause = exc.__context__
+    if isinstance(cause, (module.ConnectionError, module.TimeoutError)):
+        raise cause
+    if isinstance(cause, OSError):
+        raise (module.TimeoutError if isinstance(cause, TimeoutError) else module.ConnectionError)(str(cause))
 
 
 def _clients(raw: Any) -> list[dict[str, str]]:

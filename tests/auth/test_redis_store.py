@@ -412,3 +412,25 @@ def test_without_redis_py_the_import_works_and_the_store_names_the_extra() -> No
     assert done.returncode == 0, done.stderr
     assert "pip install 'mcpcall[redis]'" in done.stdout
     assert sys.modules.get("redis") is not None  # this process is unchanged
+
+
+# -- the store failing between a refresh and its write -----------------------------------------------------
+
+
+def test_writes_that_time_out_fail_within_the_timeout_and_are_never_taken_for_a_newer_token(
+    redis_url: str, raw: redis.Redis
+) -> None:
+    """redis-py reports a timeout inside a watched transaction as a WatchError, the error of a key written
+    meanwhile: put_if must not try again sixteen times (each a full timeout) and then answer "replaced"."""
+    with RedisTokenStore(redis_url, timeout=0.5) as store:
+        store.put(token("at-1"))
+        raw.execute_command("CLIENT", "PAUSE", "20000", "WRITE")  # Redis answers reads, holds every write
+        try:
+            for write in (lambda: store.put_if(token("at-2"), "at-1"), lambda: store.put_client(ISS, {"client_id": "c1"})):
+                started = time.monotonic()
+                with pytest.raises(TokenStoreUnavailable, match="TimeoutError"):
+                    write()
+                assert time.monotonic() - started < 5  # one timeout (0.5 s), not sixteen: a bound, not a speed
+        finally:
+            raw.execute_command("CLIENT", "UNPAUSE")
+        assert store.get(ISS, RES).access_token == "at-1"  # type: ignore[union-attr]
