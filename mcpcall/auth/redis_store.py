@@ -25,7 +25,10 @@ raises :class:`~mcpcall.errors.TokenStoreUnavailable`, naming the store (never i
 the cause, within the client's socket timeouts (``timeout`` seconds for a store made from a URL).
 A request that needs a token then fails with that error, promptly, rather than going out
 without a token or with one that another process may have replaced: nothing is cached in the
-process, and a request never waits longer than its own deadline.
+process, and a request never waits longer than its own deadline. One exception: a token that
+:class:`~mcpcall.auth.oauth.OAuth` refreshed but could not store (its rotated refresh token may
+be the only live one) is kept by that object, used, and stored by its next request that finds
+Redis answering.
 
 Each request reads its token from Redis once (one ``GET``, a fraction of a millisecond on a local
 network); a refresh costs a few round trips more.

@@ -21,7 +21,7 @@ import requests
 from mcpcall.auth.oauth import OAuth
 from mcpcall.auth.tokens import MAX_CLIENTS, Token
 from mcpcall.errors import RefreshAborted, RefreshTimeout, TokenStoreUnavailable
-from tests.conftest import PYTHON, ROOT, child_pythonpath
+from tests.conftest import PYTHON, ROOT, child_pythonpath, wait_until
 
 from .. import redis_server as servers
 
@@ -434,3 +434,50 @@ def test_writes_that_time_out_fail_within_the_timeout_and_are_never_taken_for_a_
         finally:
             raw.execute_command("CLIENT", "UNPAUSE")
         assert store.get(ISS, RES).access_token == "at-1"  # type: ignore[union-attr]
+
+
+def test_a_rotated_refresh_token_the_store_could_not_take_is_kept_and_stored_when_it_answers(
+    redis_url: str, raw: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Redis stops taking writes while a refresh is at the token endpoint: the refresh spent the stored refresh
+    token, so the rotated one in its answer is the only live one. The request goes on with the new token, and the
+    next request, once Redis takes writes again, stores it: the fleet is not left holding a spent refresh token."""
+    from tests.auth.test_shared_tokens import CLIENT, SECRET, make_due, sign_in
+    from tests.servers.oauth_server import OAuthServer
+
+    hold = threading.Event()
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    with OAuthServer(clients={CLIENT: SECRET}, refresh_hold=hold) as srv, RedisTokenStore(redis_url, timeout=1) as store:
+        sign_in(srv, store)
+        auth = OAuth(client_id=CLIENT, client_secret=SECRET, token_store=store, interactive=False, timeout=5)
+
+        def pause_writes_then_answer() -> None:  # the refresh is at the server: Redis now refuses writes for a while
+            assert wait_until(lambda: srv.refresh_count == 1, timeout=30)
+            raw.execute_command("CLIENT", "PAUSE", "30000", "WRITE")
+            hold.set()
+
+        pauser = threading.Thread(target=pause_writes_then_answer)
+        try:
+            assert requests.post(srv.mcp_url, json=ping, auth=auth, timeout=10).status_code == 200  # learns the server
+            due = make_due(srv, store)
+            pauser.start()
+            with caplog.at_level(logging.WARNING, logger="mcpcall.auth.oauth"):
+                response = requests.post(srv.mcp_url, json=ping, auth=auth, timeout=30)
+            pauser.join(30)
+            newest_access, newest_refresh = srv.issued[-1]
+            assert srv.refresh_count == 1 and due.refresh_token not in srv.refresh_tokens  # spent at the server
+            assert response.status_code == 200 and response.history == []
+            assert response.request.headers["Authorization"] == f"Bearer {newest_access}"
+            assert "keeps the refreshed token" in caplog.text and newest_refresh not in caplog.text
+            raw.execute_command("CLIENT", "UNPAUSE")
+            assert requests.post(srv.mcp_url, json=ping, auth=auth, timeout=10).status_code == 200
+            stored = store.get(srv.base, srv.mcp_url)
+            assert stored is not None and (stored.access_token, stored.refresh_token) == (newest_access, newest_refresh)
+            assert newest_refresh in srv.refresh_tokens  # live: the next refresh of any process works
+            assert srv.refresh_count == 1
+        finally:
+            hold.set()
+            raw.execute_command("CLIENT", "UNPAUSE")
+            if pauser.ident is not None:
+                pauser.join(30)
+            auth.close()
