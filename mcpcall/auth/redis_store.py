@@ -229,7 +229,7 @@ class RedisTokenStore:
             return None
         try:
             token = Token.from_json(json.loads(text))
-        except (ValueError, TypeError, AttributeError):
+        except (ValueError, TypeError, AttributeError, RecursionError):  # RecursionError: nested past the parser
             emit(log, logging.WARNING, "token store %s: the entry for %s is not a valid token; ignoring it",
                  self._where, redact_url(resource))
             return None
@@ -340,7 +340,7 @@ def _clients(raw: Any) -> list[dict[str, str]]:
         return []
     try:
         listed = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     if not isinstance(listed, list):
         return []

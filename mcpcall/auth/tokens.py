@@ -598,7 +598,7 @@ class FileTokenStore:
             entries = document["tokens"]
             if not isinstance(entries, list):
                 raise TypeError
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested past the parser
             emit(log, logging.WARNING, "token store %s is not a valid token file; treating it as empty", self.path)
             return {}
         tokens: dict[tuple[str, str], Token] = {}
@@ -620,7 +620,7 @@ class FileTokenStore:
             return {}
         try:
             entries = json.loads(data.decode("utf-8")).get("clients") or {}
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             return {}
         if not isinstance(entries, dict):
             return {}

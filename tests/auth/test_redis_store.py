@@ -113,6 +113,22 @@ def test_malformed_entry_is_none_with_a_warning_that_shows_nothing_of_it(
     assert store.get(ISS, RES) == token()
 
 
+def test_an_entry_nested_past_the_parser_is_none_not_a_recursion_error(
+    store: RedisTokenStore, raw: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A value another writer of the Redis put there (corrupt or hostile): JSON nested deeper than the parser goes."""
+    deep = "[" * 200_000
+    raw.set(store.token_key(ISS, RES), deep)
+    raw.set(store.clients_key(ISS), deep)
+    with caplog.at_level(logging.WARNING, logger="mcpcall.auth.redis_store"):
+        assert store.get(ISS, RES) is None
+    assert "not a valid token" in caplog.text
+    assert store.get_clients(ISS) == []
+    assert store.put_if(token("at-1"), None) is True  # an entry that is no token counts as none, and is replaced
+    store.put_client(ISS, {"client_id": "c1"})
+    assert store.get(ISS, RES) == token("at-1") and store.get_clients(ISS) == [{"client_id": "c1"}]
+
+
 def test_put_if_stores_only_over_the_token_it_replaces(store: RedisTokenStore) -> None:
     assert store.put_if(token("at-1"), None) is True  # nothing stored: expected None
     assert store.put_if(token("at-x"), None) is False  # one is stored now
