@@ -552,7 +552,9 @@ class FileTokenStore:
             self._close_lock_file(fd)  # closing the descriptor releases the flock
 
     def _open_lock_file(self, path: str) -> int:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        # O_NOFOLLOW: a symbolic link planted at the name must not make this create or lock a file elsewhere.
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags, 0o600)
         self._held.add(fd)
         return fd
 
