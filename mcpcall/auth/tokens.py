@@ -218,10 +218,15 @@ class Token:
         lifetime = data.get("lifetime")
         if not (isinstance(lifetime, (int, float)) and not isinstance(lifetime, bool) and math.isfinite(lifetime)):
             lifetime = None
+        access_token = data.get("access_token")
         ok = (
-            all(isinstance(data.get(k), str) for k in ("issuer", "resource", "access_token"))
+            all(isinstance(data.get(k), str) for k in ("issuer", "resource"))
+            and isinstance(access_token, str)
+            and access_token != ""
+            and not any(ch in access_token for ch in "\r\n")  # as from_response: it goes into a header
             and data.get("token_type") in _TOKEN_TYPES.values()
-            and (expires_at is None or (isinstance(expires_at, (int, float)) and not isinstance(expires_at, bool)))
+            and (expires_at is None or (isinstance(expires_at, (int, float)) and not isinstance(expires_at, bool)
+                                        and math.isfinite(expires_at)))  # NaN: never due, never expired
             and (refresh is None or isinstance(refresh, str))
             and isinstance(scope, list)
             and all(isinstance(s, str) for s in scope)

@@ -129,6 +129,21 @@ def test_an_entry_nested_past_the_parser_is_none_not_a_recursion_error(
     assert store.get(ISS, RES) == token("at-1") and store.get_clients(ISS) == [{"client_id": "c1"}]
 
 
+def test_a_stored_token_with_a_line_break_or_an_expiry_that_is_no_time_is_not_a_token(
+    store: RedisTokenStore, raw: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What a token response may not carry is not taken from the store either: a line break in the access token (header
+    injection; http.client's refusal would show the whole header in its message), an expiry that is NaN (never due,
+    never expired) or infinite."""
+    bad = [{"access_token": "at-1\r\nX-Injected: 1"}, {"access_token": "at-1\n"}, {"access_token": ""},
+           {"expires_at": float("nan")}, {"expires_at": float("inf")}]
+    for fields in bad:
+        raw.set(store.token_key(ISS, RES), json.dumps({**token().to_json(), **fields}))
+        with caplog.at_level(logging.WARNING, logger="mcpcall.auth.redis_store"):
+            assert store.get(ISS, RES) is None
+        assert "not a valid token" in caplog.text and "X-Injected" not in caplog.text
+
+
 def test_put_if_stores_only_over_the_token_it_replaces(store: RedisTokenStore) -> None:
     assert store.put_if(token("at-1"), None) is True  # nothing stored: expected None
     assert store.put_if(token("at-x"), None) is False  # one is stored now
