@@ -189,7 +189,10 @@ class RedisTokenStore:
         try:
             return fn(self._redis)
         except module.RedisError as exc:
-            raise TokenStoreUnavailable(f"token store {self._where}: {what} failed: {_cause(exc, module)}") from None
+            failure = f"token store {self._where}: {what} failed: {_cause(exc, module)}"
+        # Raised here, past the except clause, so that redis-py's error is not its context: the error of a failed
+        # pipeline command quotes the command with its arguments (the token being stored).
+        raise TokenStoreUnavailable(failure)
 
     # -- tokens ------------------------------------------------------------------------------------
 

@@ -238,6 +238,45 @@ def test_repr_and_errors_never_show_the_password(redis_server: str) -> None:
     assert PASSWORD not in repr(caught.value)
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and every error reachable from it through ``__cause__`` and ``__context__`` (suppressed or not)."""
+    found: list[BaseException] = []
+    todo: list[BaseException] = [exc]
+    while todo:
+        item = todo.pop()
+        if any(item is seen for seen in found):
+            continue
+        found.append(item)
+        todo.extend(c for c in (item.__cause__, item.__context__) if c is not None)
+    return found
+
+
+def test_a_refused_write_keeps_no_token_in_the_error_or_its_chain(tmp_path: Path) -> None:
+    """redis-py writes a failed pipeline command into its error, arguments and all: the token being stored. That
+    error must not ride along as the context of TokenStoreUnavailable (suppressed contexts are still read: by
+    error trackers, by ``traceback.TracebackException`` walkers)."""
+    import traceback
+
+    process, port = servers.start(tmp_path / "redis")
+    word = "".join(["s3c", "r3t"])  # never whole in this file's source, which a traceback quotes
+    secret = token("at-" + word * 3, refresh_token="rt-" + word * 3)  # short opaque tokens fit in its 100 characters
+    client = {"client_id": "c1", "client_secret": "cs-" + word * 8}
+    try:
+        with RedisTokenStore(f"redis://127.0.0.1:{port}/0", timeout=5) as store:
+            store.put(token("at-1"))
+            store._redis.config_set("maxmemory", "1")  # every write now: OOM command not allowed
+            for write in (lambda: store.put_if(secret, "at-1"), lambda: store.put(secret),
+                          lambda: store.put_client(ISS, client)):
+                with pytest.raises(TokenStoreUnavailable) as caught:
+                    write()
+                for item in _chain(caught.value):
+                    shown = " ".join([str(item), repr(item), *map(str, item.args),
+                                      "".join(traceback.format_exception(type(item), item, item.__traceback__))])
+                    assert word not in shown, f"{type(item).__name__} shows a secret: {shown}"
+    finally:
+        servers.stop(process)
+
+
 def test_not_a_store_argument_is_refused() -> None:
     with pytest.raises(TypeError, match="redis.Redis client or a redis:// URL"):
         RedisTokenStore(42)  # type: ignore[arg-type]
