@@ -118,8 +118,10 @@ class RedisTokenStore:
         self._url: str | None = None
         if isinstance(client, str):
             self._url = client
-            self._where = redact_url(client)
             self._redis = self._from_url()
+            # Named from what redis-py parsed, not from the URL's text: a password that is not percent-encoded
+            # (a "/" or "#" of base64) can be read as a path or a fragment, and shown.
+            self._where = _describe_client(self._redis)
             self._owned = True
         elif isinstance(client, module.Redis):
             self._redis = client
@@ -135,12 +137,19 @@ class RedisTokenStore:
         module = _redis_module()
         assert self._url is not None
         try:
-            made: redis.Redis = module.Redis.from_url(
+            return module.Redis.from_url(  # type: ignore[no-any-return]
                 self._url, socket_timeout=self.timeout, socket_connect_timeout=self.timeout
             )
         except ValueError:
-            raise ValueError(f"token store {self._where}: not a Redis URL (redis://, rediss:// or unix://)") from None
-        return made
+            pass
+        # Neither the URL nor redis-py's error (its context, were this raised above) is shown: a password in the
+        # URL that is not percent-encoded is what such an error quotes (as a port, say).
+        scheme = self._url.partition("://")[0] if "://" in self._url else ""
+        named = f" ({scheme}://…)" if scheme.isalnum() and len(scheme) <= 16 else ""
+        raise ValueError(
+            f"the token store's URL{named} is not a Redis URL it can read: redis://, rediss:// or unix://, "
+            "with any special character of the password percent-encoded"
+        )
 
     def _after_fork(self) -> None:
         """In a forked child (the hook runs before any user code): a connection pool of its own."""
@@ -371,4 +380,5 @@ def _describe_client(client: Any) -> str:
         return f"unix://{kwargs['path']}?db={db}"
     connection_class = getattr(getattr(client, "connection_pool", None), "connection_class", None)
     scheme = "rediss" if getattr(connection_class, "__name__", "") == "SSLConnection" else "redis"
-    return f"{scheme}://{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{db}"
+    host = str(kwargs.get("host") or "localhost")
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{kwargs.get('port') or 6379}/{db}"
