@@ -98,7 +98,10 @@ class RedisTokenStore:
     ``client`` is a ``redis.Redis`` client (yours: :meth:`close` leaves it open) or a
     ``redis://``/``rediss://``/``unix://`` URL, for which the store makes a client with
     ``timeout`` seconds to connect and to wait for each answer (closed by :meth:`close`).
-    Give a client of your own a ``socket_timeout`` too: a command waits as long as it allows.
+    Give a client of your own a ``socket_timeout`` too: a command waits as long as it allows,
+    and as many times as its ``retry`` tries again (a ``redis.Redis(...)`` of redis-py 6 and later
+    tries a command that timed out three more times, with pauses of up to seconds: 9 s in all
+    for a 0.5 s timeout; ``retry=Retry(NoBackoff(), 0)`` makes a failure prompt).
     ``prefix`` starts every key (one Redis may serve several fleets with different prefixes).
 
     Implements the :class:`~mcpcall.auth.tokens.TokenStore` protocol with its optional
