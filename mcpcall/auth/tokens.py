@@ -559,13 +559,15 @@ class FileTokenStore:
     def _open_lock_file(self, path: str) -> int:
         # O_NOFOLLOW: a symbolic link planted at the name must not make this create or lock a file elsewhere.
         flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(path, flags, 0o600)
-        self._held.add(fd)
+        with _LOCK_FILES:  # no fork between the open and the record: a child closes every copy it gets
+            fd = os.open(path, flags, 0o600)
+            self._held.add(fd)
         return fd
 
     def _close_lock_file(self, fd: int) -> None:
-        self._held.discard(fd)
-        os.close(fd)
+        with _LOCK_FILES:  # no fork between forgetting it and closing it
+            self._held.discard(fd)
+            os.close(fd)
 
     @contextmanager
     def _locked(self, *, shared: bool) -> Iterator[None]:
@@ -692,6 +694,26 @@ def _fsync_dir(directory: str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+#: Held while a lock file's descriptor is opened and recorded in ``FileTokenStore._held``, or forgotten and
+#: closed, and taken around ``os.fork()``: a child then inherits exactly the descriptors recorded there, and
+#: closes them all. (A copy it kept would keep the parent's flock held for as long as the child lives.)
+_LOCK_FILES = threading.RLock()  # reentrant: a fork from inside a section (a signal handler) does not deadlock
+
+
+def _lock_files_before_fork() -> None:
+    _LOCK_FILES.acquire()
+
+
+def _lock_files_after_fork() -> None:
+    _LOCK_FILES.release()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=_lock_files_before_fork, after_in_parent=_lock_files_after_fork, after_in_child=_lock_files_after_fork
+    )
 
 
 def fresh_locks_in_child(owner: Any) -> None:
