@@ -29,8 +29,9 @@ Settings (environment):
   :meth:`mcpcall.ToolRegistry.from_config`); default: the bundled demo server;
 - ``MCPCALL_TOKEN_REDIS``: the Redis that keeps the OAuth tokens of the
   servers with ``oauth`` settings (:class:`mcpcall.RedisTokenStore`, keys under
-  ``mcpcall:``), shared by every worker; default: the broker's URL (``file``
-  keeps them in each machine's own token file instead).
+  ``mcpcall:``), shared by every worker; default: the broker's URL when the
+  broker is a Redis (``file``, the default for any other broker, keeps them in
+  each machine's own token file instead).
 
 Why per worker process: the prefork pool forks its children from the main
 worker process, and a client open across a fork cannot be used in the child
@@ -103,7 +104,9 @@ log = logging.getLogger("mcpcall.examples.celery")
 
 BROKER = os.environ.get("MCPCALL_CELERY_BROKER", "redis://127.0.0.1:6379/0")
 BACKEND = os.environ.get("MCPCALL_CELERY_BACKEND", BROKER)
-TOKEN_REDIS = os.environ.get("MCPCALL_TOKEN_REDIS", BROKER)
+# The broker's Redis keeps the tokens too, unless the broker is not a Redis (RabbitMQ, SQS): then the token file.
+_BROKER_IS_REDIS = BROKER.split(":", 1)[0].lower() in ("redis", "rediss", "unix")
+TOKEN_REDIS = os.environ.get("MCPCALL_TOKEN_REDIS") or (BROKER if _BROKER_IS_REDIS else "file")
 DEMO_CONFIG = {"mcpServers": {"demo": {"command": sys.executable, "args": ["-m", "mcpcall.demo_server"]}}}
 
 app = Celery("mcpcall_tools", broker=BROKER, backend=BACKEND)

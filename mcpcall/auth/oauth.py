@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Callable, overload
 import requests
 from requests.cookies import extract_cookies_to_jar
 
-from ..errors import AuthError, SignInRequired
+from ..errors import AuthError, SignInRequired, TokenStoreUnavailable
 from ..forking import on_fork_in_child
 from ..urls import redact_url
 from .challenge import Challenge, bearer_challenge
@@ -210,6 +210,8 @@ class OAuth(IssuedHere, requests.auth.AuthBase):
         self.timeout = float(timeout)
         self._lock = threading.Lock()
         self._contexts: dict[str, _Context] = {}  # canonical resource -> what the flow found
+        # (issuer, resource) -> a refreshed token the store did not take (it did not answer), and the access token it replaces
+        self._unsaved: dict[tuple[str, str], tuple[Token, str | None]] = {}
         self._gate = RefreshGate()
         fresh_locks_in_child(self)
         self.dpop = bool(dpop)
@@ -496,10 +498,41 @@ class OAuth(IssuedHere, requests.auth.AuthBase):
         context = self._context(resource)
         if context is None:
             return None
-        token = self._mine(self._store.get(context.server.issuer, resource))
+        token = self._stored(context.server.issuer, resource)
         if token is not None and token.refresh_token and token.expires_within(token.refresh_margin(REFRESH_MARGIN)):
             token = self._refresh_shared(context, token)
         return token
+
+    def _stored(self, issuer: str, resource: str) -> Token | None:
+        """The stored token, once a refreshed one the store did not take is stored; that one while the store still fails."""
+        key = (issuer, resource)
+        with self._lock:
+            unsaved = self._unsaved.get(key)
+        if unsaved is not None:
+            try:
+                put_unless_replaced(self._store, *unsaved)  # not stored when another was meanwhile: that one is used
+            except TokenStoreUnavailable:
+                return unsaved[0]
+            with self._lock:
+                if self._unsaved.get(key) is unsaved:
+                    del self._unsaved[key]
+        return self._mine(self._store.get(issuer, resource))
+
+    def _put_refreshed(self, token: Token, expected: str | None) -> bool:
+        """Store a refreshed ``token`` over the one whose access token is ``expected``; ``False``: replaced meanwhile.
+
+        The refresh spent the stored refresh token where the server rotates them, so the new one
+        may be the only one that works. When the store does not answer, this object keeps it (and
+        uses it) until a later request stores it.
+        """
+        try:
+            return put_unless_replaced(self._store, token, expected)
+        except TokenStoreUnavailable as exc:
+            with self._lock:
+                self._unsaved[(token.issuer, token.resource)] = (token, expected)
+            emit(log, logging.WARNING, "%s; this process keeps the refreshed token for %s and stores it when the store answers",
+                 str(exc), redact_url(token.resource))
+            return True
 
     def _mine(self, token: Token | None) -> Token | None:
         """``token`` unless it is DPoP-bound to a key this object does not hold (another process's): never sent as Bearer.
@@ -589,7 +622,7 @@ class OAuth(IssuedHere, requests.auth.AuthBase):
             emit(log, logging.WARNING, "%s", str(exc))
             return current
         new = self._note(new)
-        if not put_unless_replaced(self._store, new, current.access_token):
+        if not self._put_refreshed(new, current.access_token):
             # A holder whose lease ran out stored a token after ours was asked for: keep theirs, use the latest.
             latest = self._mine(self._store.get(issuer, resource))
             return latest if latest is not None else new
@@ -626,7 +659,7 @@ class OAuth(IssuedHere, requests.auth.AuthBase):
                     emit(log, logging.INFO, "%s; authorizing again", str(exc))
                     return None
                 token = self._note(token)
-                if put_unless_replaced(self._store, token, current.access_token):
+                if self._put_refreshed(token, current.access_token):
                     return token
                 latest = self._mine(self._store.get(issuer, resource))
                 return latest if latest is not None and not latest.expires_within(0) else token

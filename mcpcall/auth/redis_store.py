@@ -25,7 +25,10 @@ raises :class:`~mcpcall.errors.TokenStoreUnavailable`, naming the store (never i
 the cause, within the client's socket timeouts (``timeout`` seconds for a store made from a URL).
 A request that needs a token then fails with that error, promptly, rather than going out
 without a token or with one that another process may have replaced: nothing is cached in the
-process, and a request never waits longer than its own deadline.
+process, and a request never waits longer than its own deadline. One exception: a token that
+:class:`~mcpcall.auth.oauth.OAuth` refreshed but could not store (its rotated refresh token may
+be the only live one) is kept by that object, used, and stored by its next request that finds
+Redis answering.
 
 Each request reads its token from Redis once (one ``GET``, a fraction of a millisecond on a local
 network); a refresh costs a few round trips more.
@@ -95,7 +98,10 @@ class RedisTokenStore:
     ``client`` is a ``redis.Redis`` client (yours: :meth:`close` leaves it open) or a
     ``redis://``/``rediss://``/``unix://`` URL, for which the store makes a client with
     ``timeout`` seconds to connect and to wait for each answer (closed by :meth:`close`).
-    Give a client of your own a ``socket_timeout`` too: a command waits as long as it allows.
+    Give a client of your own a ``socket_timeout`` too: a command waits as long as it allows,
+    and as many times as its ``retry`` tries again (a ``redis.Redis(...)`` of redis-py 6 and later
+    tries a command that timed out three more times, with pauses of up to seconds: 9 s in all
+    for a 0.5 s timeout; ``retry=Retry(NoBackoff(), 0)`` makes a failure prompt).
     ``prefix`` starts every key (one Redis may serve several fleets with different prefixes).
 
     Implements the :class:`~mcpcall.auth.tokens.TokenStore` protocol with its optional
@@ -115,8 +121,10 @@ class RedisTokenStore:
         self._url: str | None = None
         if isinstance(client, str):
             self._url = client
-            self._where = redact_url(client)
             self._redis = self._from_url()
+            # Named from what redis-py parsed, not from the URL's text: a password that is not percent-encoded
+            # (a "/" or "#" of base64) can be read as a path or a fragment, and shown.
+            self._where = _describe_client(self._redis)
             self._owned = True
         elif isinstance(client, module.Redis):
             self._redis = client
@@ -132,12 +140,19 @@ class RedisTokenStore:
         module = _redis_module()
         assert self._url is not None
         try:
-            made: redis.Redis = module.Redis.from_url(
+            return module.Redis.from_url(  # type: ignore[no-any-return]
                 self._url, socket_timeout=self.timeout, socket_connect_timeout=self.timeout
             )
         except ValueError:
-            raise ValueError(f"token store {self._where}: not a Redis URL (redis://, rediss:// or unix://)") from None
-        return made
+            pass
+        # Neither the URL nor redis-py's error (its context, were this raised above) is shown: a password in the
+        # URL that is not percent-encoded is what such an error quotes (as a port, say).
+        scheme = self._url.partition("://")[0] if "://" in self._url else ""
+        named = f" ({scheme}://…)" if scheme.isalnum() and len(scheme) <= 16 else ""
+        raise ValueError(
+            f"the token store's URL{named} is not a Redis URL it can read: redis://, rediss:// or unix://, "
+            "with any special character of the password percent-encoded"
+        )
 
     def _after_fork(self) -> None:
         """In a forked child (the hook runs before any user code): a connection pool of its own."""
@@ -186,7 +201,10 @@ class RedisTokenStore:
         try:
             return fn(self._redis)
         except module.RedisError as exc:
-            raise TokenStoreUnavailable(f"token store {self._where}: {what} failed: {_cause(exc, module)}") from None
+            failure = f"token store {self._where}: {what} failed: {_cause(exc, module)}"
+        # Raised here, past the except clause, so that redis-py's error is not its context: the error of a failed
+        # pipeline command quotes the command with its arguments (the token being stored).
+        raise TokenStoreUnavailable(failure)
 
     # -- tokens ------------------------------------------------------------------------------------
 
@@ -208,7 +226,8 @@ class RedisTokenStore:
         """Store ``token`` only while the stored token's access token is ``expected`` (``None``: none stored).
 
         Atomic (``WATCH``/``MULTI``): ``False``, and nothing written, when another holder stored
-        a different token first.
+        a different token first. :class:`~mcpcall.errors.TokenStoreUnavailable` when Redis did not
+        answer in time (the token may or may not have been written: read it again).
         """
         key = self.token_key(token.issuer, token.resource)
         payload = json.dumps(token.to_json(), sort_keys=True)
@@ -225,7 +244,7 @@ class RedisTokenStore:
             return None
         try:
             token = Token.from_json(json.loads(text))
-        except (ValueError, TypeError, AttributeError):
+        except (ValueError, TypeError, AttributeError, RecursionError):  # RecursionError: nested past the parser
             emit(log, logging.WARNING, "token store %s: the entry for %s is not a valid token; ignoring it",
                  self._where, redact_url(resource))
             return None
@@ -261,7 +280,8 @@ class RedisTokenStore:
                         pipe.set(key, json.dumps([*kept, entry][-MAX_CLIENTS:], sort_keys=True))
                         pipe.execute()
                         return
-                    except _redis_module().WatchError:
+                    except _redis_module().WatchError as exc:
+                        _raise_failure(exc, _redis_module())
                         continue  # another process registered one meanwhile: read again
             raise _redis_module().WatchError("the clients key kept changing")
 
@@ -313,9 +333,20 @@ def _compare_and_set(r: redis.Redis, key: str, ok: Callable[[Any], bool], payloa
                 pipe.set(key, payload)
                 pipe.execute()
                 return True
-            except module.WatchError:
+            except module.WatchError as exc:
+                _raise_failure(exc, module)
                 continue  # written meanwhile: compare again
-    return False
+    raise module.WatchError("the key kept changing")  # not known to be replaced: the caller must not drop its token
+
+
+def _raise_failure(exc: BaseException, module: Any) -> None:
+    """Raise the connection failure behind a ``WatchError`` (redis-py reports a timeout or a lost connection
+    during a watched transaction as one); return for a real conflict (the key was written meanwhile)."""
+    cause = exc.__context__
+    if isinstance(cause, (module.ConnectionError, module.TimeoutError)):
+        raise cause
+    if isinstance(cause, OSError):
+        raise (module.TimeoutError if isinstance(cause, TimeoutError) else module.ConnectionError)(str(cause))
 
 
 def _clients(raw: Any) -> list[dict[str, str]]:
@@ -324,7 +355,7 @@ def _clients(raw: Any) -> list[dict[str, str]]:
         return []
     try:
         listed = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     if not isinstance(listed, list):
         return []
@@ -352,4 +383,5 @@ def _describe_client(client: Any) -> str:
         return f"unix://{kwargs['path']}?db={db}"
     connection_class = getattr(getattr(client, "connection_pool", None), "connection_class", None)
     scheme = "rediss" if getattr(connection_class, "__name__", "") == "SSLConnection" else "redis"
-    return f"{scheme}://{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}/{db}"
+    host = str(kwargs.get("host") or "localhost")
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{kwargs.get('port') or 6379}/{db}"

@@ -218,10 +218,15 @@ class Token:
         lifetime = data.get("lifetime")
         if not (isinstance(lifetime, (int, float)) and not isinstance(lifetime, bool) and math.isfinite(lifetime)):
             lifetime = None
+        access_token = data.get("access_token")
         ok = (
-            all(isinstance(data.get(k), str) for k in ("issuer", "resource", "access_token"))
+            all(isinstance(data.get(k), str) for k in ("issuer", "resource"))
+            and isinstance(access_token, str)
+            and access_token != ""
+            and not any(ch in access_token for ch in "\r\n")  # as from_response: it goes into a header
             and data.get("token_type") in _TOKEN_TYPES.values()
-            and (expires_at is None or (isinstance(expires_at, (int, float)) and not isinstance(expires_at, bool)))
+            and (expires_at is None or (isinstance(expires_at, (int, float)) and not isinstance(expires_at, bool)
+                                        and math.isfinite(expires_at)))  # NaN: never due, never expired
             and (refresh is None or isinstance(refresh, str))
             and isinstance(scope, list)
             and all(isinstance(s, str) for s in scope)
@@ -552,13 +557,17 @@ class FileTokenStore:
             self._close_lock_file(fd)  # closing the descriptor releases the flock
 
     def _open_lock_file(self, path: str) -> int:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
-        self._held.add(fd)
+        # O_NOFOLLOW: a symbolic link planted at the name must not make this create or lock a file elsewhere.
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        with _LOCK_FILES:  # no fork between the open and the record: a child closes every copy it gets
+            fd = os.open(path, flags, 0o600)
+            self._held.add(fd)
         return fd
 
     def _close_lock_file(self, fd: int) -> None:
-        self._held.discard(fd)
-        os.close(fd)
+        with _LOCK_FILES:  # no fork between forgetting it and closing it
+            self._held.discard(fd)
+            os.close(fd)
 
     @contextmanager
     def _locked(self, *, shared: bool) -> Iterator[None]:
@@ -598,7 +607,7 @@ class FileTokenStore:
             entries = document["tokens"]
             if not isinstance(entries, list):
                 raise TypeError
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested past the parser
             emit(log, logging.WARNING, "token store %s is not a valid token file; treating it as empty", self.path)
             return {}
         tokens: dict[tuple[str, str], Token] = {}
@@ -620,7 +629,7 @@ class FileTokenStore:
             return {}
         try:
             entries = json.loads(data.decode("utf-8")).get("clients") or {}
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             return {}
         if not isinstance(entries, dict):
             return {}
@@ -685,6 +694,26 @@ def _fsync_dir(directory: str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+#: Held while a lock file's descriptor is opened and recorded in ``FileTokenStore._held``, or forgotten and
+#: closed, and taken around ``os.fork()``: a child then inherits exactly the descriptors recorded there, and
+#: closes them all. (A copy it kept would keep the parent's flock held for as long as the child lives.)
+_LOCK_FILES = threading.RLock()  # reentrant: a fork from inside a section (a signal handler) does not deadlock
+
+
+def _lock_files_before_fork() -> None:
+    _LOCK_FILES.acquire()
+
+
+def _lock_files_after_fork() -> None:
+    _LOCK_FILES.release()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=_lock_files_before_fork, after_in_parent=_lock_files_after_fork, after_in_child=_lock_files_after_fork
+    )
 
 
 def fresh_locks_in_child(owner: Any) -> None:

@@ -280,6 +280,19 @@ def test_file_store_corrupt_file_is_empty_with_a_warning(tmp_path: Path, caplog:
     assert store.get(ISS, RES) == token()
 
 
+def test_file_store_nested_past_the_parser_is_empty_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "tokens.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    os.write(fd, b"[" * 200_000)
+    os.close(fd)
+    store = FileTokenStore(path)
+    with caplog.at_level(logging.WARNING, logger="mcpcall.auth.tokens"):
+        assert store.get(ISS, RES) is None
+    assert "not a valid token file" in caplog.text
+    store.put(token())
+    assert store.get(ISS, RES) == token()
+
+
 def test_file_store_skips_malformed_entries(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "tokens.json"
     good = token().to_json()

@@ -21,7 +21,7 @@ import requests
 from mcpcall.auth.oauth import OAuth
 from mcpcall.auth.tokens import MAX_CLIENTS, Token
 from mcpcall.errors import RefreshAborted, RefreshTimeout, TokenStoreUnavailable
-from tests.conftest import PYTHON, ROOT, child_pythonpath
+from tests.conftest import PYTHON, ROOT, child_pythonpath, wait_until
 
 from .. import redis_server as servers
 
@@ -113,6 +113,37 @@ def test_malformed_entry_is_none_with_a_warning_that_shows_nothing_of_it(
     assert store.get(ISS, RES) == token()
 
 
+def test_an_entry_nested_past_the_parser_is_none_not_a_recursion_error(
+    store: RedisTokenStore, raw: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A value another writer of the Redis put there (corrupt or hostile): JSON nested deeper than the parser goes."""
+    deep = "[" * 200_000
+    raw.set(store.token_key(ISS, RES), deep)
+    raw.set(store.clients_key(ISS), deep)
+    with caplog.at_level(logging.WARNING, logger="mcpcall.auth.redis_store"):
+        assert store.get(ISS, RES) is None
+    assert "not a valid token" in caplog.text
+    assert store.get_clients(ISS) == []
+    assert store.put_if(token("at-1"), None) is True  # an entry that is no token counts as none, and is replaced
+    store.put_client(ISS, {"client_id": "c1"})
+    assert store.get(ISS, RES) == token("at-1") and store.get_clients(ISS) == [{"client_id": "c1"}]
+
+
+def test_a_stored_token_with_a_line_break_or_an_expiry_that_is_no_time_is_not_a_token(
+    store: RedisTokenStore, raw: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What a token response may not carry is not taken from the store either: a line break in the access token (header
+    injection; http.client's refusal would show the whole header in its message), an expiry that is NaN (never due,
+    never expired) or infinite."""
+    bad = [{"access_token": "at-1\r\nX-Injected: 1"}, {"access_token": "at-1\n"}, {"access_token": ""},
+           {"expires_at": float("nan")}, {"expires_at": float("inf")}]
+    for fields in bad:
+        raw.set(store.token_key(ISS, RES), json.dumps({**token().to_json(), **fields}))
+        with caplog.at_level(logging.WARNING, logger="mcpcall.auth.redis_store"):
+            assert store.get(ISS, RES) is None
+        assert "not a valid token" in caplog.text and "X-Injected" not in caplog.text
+
+
 def test_put_if_stores_only_over_the_token_it_replaces(store: RedisTokenStore) -> None:
     assert store.put_if(token("at-1"), None) is True  # nothing stored: expected None
     assert store.put_if(token("at-x"), None) is False  # one is stored now
@@ -198,13 +229,79 @@ def test_repr_and_errors_never_show_the_password(redis_server: str) -> None:
             store.get(ISS, RES)
     message = str(caught.value)
     assert PASSWORD not in message and "user" not in message
-    assert f"redis://***@127.0.0.1:{port}/0" in message and "reading a token" in message and "refused" in message.lower()
+    assert f"redis://127.0.0.1:{port}/0" in message and "reading a token" in message and "refused" in message.lower()
     # A wrong password on a server that answers: the error says so, without it.
     base = redis_server.replace("redis://", f"redis://someone:{PASSWORD}@")
     with RedisTokenStore(base + "/0", timeout=2) as store, pytest.raises(TokenStoreUnavailable) as caught:
         store.put(token())
     assert PASSWORD not in str(caught.value) and "AuthenticationError" in str(caught.value)
     assert PASSWORD not in repr(caught.value)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and every error reachable from it through ``__cause__`` and ``__context__`` (suppressed or not)."""
+    found: list[BaseException] = []
+    todo: list[BaseException] = [exc]
+    while todo:
+        item = todo.pop()
+        if any(item is seen for seen in found):
+            continue
+        found.append(item)
+        todo.extend(c for c in (item.__cause__, item.__context__) if c is not None)
+    return found
+
+
+def test_a_refused_write_keeps_no_token_in_the_error_or_its_chain(tmp_path: Path) -> None:
+    """redis-py writes a failed pipeline command into its error, arguments and all: the token being stored. That
+    error must not ride along as the context of TokenStoreUnavailable (suppressed contexts are still read: by
+    error trackers, by ``traceback.TracebackException`` walkers)."""
+    import traceback
+
+    process, port = servers.start(tmp_path / "redis")
+    word = "".join(["s3c", "r3t"])  # never whole in this file's source, which a traceback quotes
+    secret = token("at-" + word * 3, refresh_token="rt-" + word * 3)  # short opaque tokens fit in its 100 characters
+    client = {"client_id": "c1", "client_secret": "cs-" + word * 8}
+    try:
+        with RedisTokenStore(f"redis://127.0.0.1:{port}/0", timeout=5) as store:
+            store.put(token("at-1"))
+            store._redis.config_set("maxmemory", "1")  # every write now: OOM command not allowed
+            for write in (lambda: store.put_if(secret, "at-1"), lambda: store.put(secret),
+                          lambda: store.put_client(ISS, client)):
+                with pytest.raises(TokenStoreUnavailable) as caught:
+                    write()
+                for item in _chain(caught.value):
+                    shown = " ".join([str(item), repr(item), *map(str, item.args),
+                                      "".join(traceback.format_exception(type(item), item, item.__traceback__))])
+                    assert word not in shown, f"{type(item).__name__} shows a secret: {shown}"
+    finally:
+        servers.stop(process)
+
+
+@pytest.mark.parametrize("url", [
+    f"redis://:123/{PASSWORD}@127.0.0.1/0",  # a base64 password with a "/", not percent-encoded: parsed as a path
+    f"redis://:ab/{PASSWORD}+x=@127.0.0.1:6379/0",
+    f"redis://:{PASSWORD}#x@127.0.0.1:6379/0",
+])
+def test_a_password_that_is_not_percent_encoded_is_never_shown(url: str) -> None:
+    """The URL is the user's text, which redact_url can misread when a password is not percent-encoded: the store
+    names itself from what redis-py parsed (host, port, db) instead, and a URL it cannot parse is not shown."""
+    import traceback
+
+    def shows_password(exc: BaseException) -> bool:
+        return any(PASSWORD in " ".join([str(item), repr(item), *map(str, item.args),
+                                         "".join(traceback.format_exception(type(item), item, item.__traceback__))])
+                   for item in _chain(exc))
+
+    try:
+        store = RedisTokenStore(url, timeout=1)
+    except ValueError as exc:
+        assert "not a Redis URL" in str(exc) and not shows_password(exc)
+        return
+    with store:
+        assert PASSWORD not in repr(store)
+        with pytest.raises(TokenStoreUnavailable) as caught:
+            store.get(ISS, RES)
+        assert not shows_password(caught.value)
 
 
 def test_not_a_store_argument_is_refused() -> None:
@@ -412,3 +509,72 @@ def test_without_redis_py_the_import_works_and_the_store_names_the_extra() -> No
     assert done.returncode == 0, done.stderr
     assert "pip install 'mcpcall[redis]'" in done.stdout
     assert sys.modules.get("redis") is not None  # this process is unchanged
+
+
+# -- the store failing between a refresh and its write -----------------------------------------------------
+
+
+def test_writes_that_time_out_fail_within_the_timeout_and_are_never_taken_for_a_newer_token(
+    redis_url: str, raw: redis.Redis
+) -> None:
+    """redis-py reports a timeout inside a watched transaction as a WatchError, the error of a key written
+    meanwhile: put_if must not try again sixteen times (each a full timeout) and then answer "replaced"."""
+    with RedisTokenStore(redis_url, timeout=0.5) as store:
+        store.put(token("at-1"))
+        raw.execute_command("CLIENT", "PAUSE", "20000", "WRITE")  # Redis answers reads, holds every write
+        try:
+            for write in (lambda: store.put_if(token("at-2"), "at-1"), lambda: store.put_client(ISS, {"client_id": "c1"})):
+                started = time.monotonic()
+                with pytest.raises(TokenStoreUnavailable, match="TimeoutError"):
+                    write()
+                assert time.monotonic() - started < 5  # one timeout (0.5 s), not sixteen: a bound, not a speed
+        finally:
+            raw.execute_command("CLIENT", "UNPAUSE")
+        assert store.get(ISS, RES).access_token == "at-1"  # type: ignore[union-attr]
+
+
+def test_a_rotated_refresh_token_the_store_could_not_take_is_kept_and_stored_when_it_answers(
+    redis_url: str, raw: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Redis stops taking writes while a refresh is at the token endpoint: the refresh spent the stored refresh
+    token, so the rotated one in its answer is the only live one. The request goes on with the new token, and the
+    next request, once Redis takes writes again, stores it: the fleet is not left holding a spent refresh token."""
+    from tests.auth.test_shared_tokens import CLIENT, SECRET, make_due, sign_in
+    from tests.servers.oauth_server import OAuthServer
+
+    hold = threading.Event()
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    with OAuthServer(clients={CLIENT: SECRET}, refresh_hold=hold) as srv, RedisTokenStore(redis_url, timeout=1) as store:
+        sign_in(srv, store)
+        auth = OAuth(client_id=CLIENT, client_secret=SECRET, token_store=store, interactive=False, timeout=5)
+
+        def pause_writes_then_answer() -> None:  # the refresh is at the server: Redis now refuses writes for a while
+            assert wait_until(lambda: srv.refresh_count == 1, timeout=30)
+            raw.execute_command("CLIENT", "PAUSE", "30000", "WRITE")
+            hold.set()
+
+        pauser = threading.Thread(target=pause_writes_then_answer)
+        try:
+            assert requests.post(srv.mcp_url, json=ping, auth=auth, timeout=10).status_code == 200  # learns the server
+            due = make_due(srv, store)
+            pauser.start()
+            with caplog.at_level(logging.WARNING, logger="mcpcall.auth.oauth"):
+                response = requests.post(srv.mcp_url, json=ping, auth=auth, timeout=30)
+            pauser.join(30)
+            newest_access, newest_refresh = srv.issued[-1]
+            assert srv.refresh_count == 1 and due.refresh_token not in srv.refresh_tokens  # spent at the server
+            assert response.status_code == 200 and response.history == []
+            assert response.request.headers["Authorization"] == f"Bearer {newest_access}"
+            assert "keeps the refreshed token" in caplog.text and newest_refresh not in caplog.text
+            raw.execute_command("CLIENT", "UNPAUSE")
+            assert requests.post(srv.mcp_url, json=ping, auth=auth, timeout=10).status_code == 200
+            stored = store.get(srv.base, srv.mcp_url)
+            assert stored is not None and (stored.access_token, stored.refresh_token) == (newest_access, newest_refresh)
+            assert newest_refresh in srv.refresh_tokens  # live: the next refresh of any process works
+            assert srv.refresh_count == 1
+        finally:
+            hold.set()
+            raw.execute_command("CLIENT", "UNPAUSE")
+            if pauser.ident is not None:
+                pauser.join(30)
+            auth.close()

@@ -319,3 +319,88 @@ def test_file_lock_held_at_a_fork_is_not_kept_by_the_child(tmp_path: Path) -> No
     finally:
         os.close(write_end)  # the child ends
         os.waitpid(pid, 0)
+
+
+FORK_CHURN = r"""
+import contextlib, json, os, sys, threading
+from mcpcall.auth.tokens import FileTokenStore, RefreshTimeout
+
+path, forks = sys.argv[1], int(sys.argv[2])
+issuer, resources = "https://as.example", [f"https://mcp.example/mcp/{i}" for i in range(3)]
+store = FileTokenStore(path)
+sidecars = {store.refresh_lock_path(issuer, resource) for resource in resources}
+stop = threading.Event()
+
+locked_out = []  # keys whose lock this process itself could no longer take
+
+def churn(resource):
+    while not stop.is_set():
+        try:
+            with store.lock(issuer, resource, timeout=10):
+                pass
+        except RefreshTimeout:
+            locked_out.append(resource)
+            return
+
+def copies():  # in a child: how many of its descriptors are a lock file
+    held = 0
+    for name in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            held += os.readlink(f"/proc/self/fd/{name}") in sidecars
+    return held
+
+churners = [threading.Thread(target=churn, args=(resource,)) for resource in resources]
+for churner in churners:
+    churner.start()
+keepers = []  # (pid, the write end that lets it go) of children that kept a copy
+for _ in range(forks):
+    report_r, report_w = os.pipe()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(report_w, bytes([copies()]))
+            os.read(go_r, 1)
+        finally:
+            os._exit(0)
+    os.close(report_w)
+    os.close(go_r)
+    with os.fdopen(report_r, "rb") as report:
+        kept = report.read(1)[0]
+    if kept:
+        keepers.append((pid, go_w))
+    else:
+        os.write(go_w, b"x")  # a byte, not EOF: later children hold copies of this write end
+        os.close(go_w)
+        os.waitpid(pid, 0)
+stop.set()
+for churner in churners:
+    churner.join()
+blocked = False  # while the keepers live: can another process take every lock?
+other = FileTokenStore(path)
+for resource in resources:
+    try:
+        with other.lock(issuer, resource, timeout=1):
+            pass
+    except RefreshTimeout:
+        blocked = True
+for pid, go_w in keepers:
+    os.write(go_w, b"x")
+    os.close(go_w)
+    os.waitpid(pid, 0)
+print(json.dumps({"kept": len(keepers), "blocked": blocked, "locked_out": len(locked_out)}))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd") or not hasattr(os, "fork"), reason="needs fork and /proc")
+def test_no_fork_lands_between_opening_a_lock_file_and_recording_it(tmp_path: Path) -> None:
+    """Threads take and release their keys' locks over and over while the main thread forks (in a small process of
+    its own, where forks are cheap): a child must never keep a copy of a lock file (one the parent had opened but
+    not yet recorded among those a child closes, or forgotten but not yet closed), for that copy keeps the
+    parent's flock held as long as the child lives: every other process, and the parent itself, is locked out."""
+    done = subprocess.run([PYTHON, "-c", FORK_CHURN, str(tmp_path / "tokens.json"), "300"], cwd=str(ROOT),
+                          env={**os.environ, "PYTHONPATH": child_pythonpath()}, capture_output=True, text=True,
+                          timeout=180, check=False)
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome == {"kept": 0, "blocked": False, "locked_out": 0}, f"of 300 children: {outcome}"

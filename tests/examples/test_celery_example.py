@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from ..conftest import ROOT, pid_alive, wait_until
+from ..conftest import ROOT, child_pythonpath, pid_alive, wait_until
 from ..redis_server import tail as _tail
 
 pytestmark = pytest.mark.timeout(180)
@@ -278,3 +278,29 @@ def test_celery_workers_share_one_oauth_token_through_redis(tmp_path: Path, redi
         assert stored.refresh_token in srv.refresh_tokens  # the rotated refresh token is kept, and live
     ran = _ran_by(log_path.read_text(errors="replace"), "mcpcall.execute_tool_call")
     assert len({ran[task_id][0] for task_id in task_ids if task_id in ran}) == 2, "one pool process ran every call"
+
+
+def test_tokens_default_to_the_token_file_when_the_broker_is_not_redis(tmp_path: Path) -> None:
+    """The token Redis defaults to the broker's URL only when that is a Redis one: with another broker
+    (RabbitMQ's amqp://), tasks of servers without OAuth must not fail on a store that cannot be made."""
+    script = ("import examples.celery_app as app\n"
+              "try:\n"
+              "    print(repr(app.token_store()))\n"
+              "    print(app.build_registry().servers)\n"
+              "finally:\n"
+              "    app.close_registry()\n")
+    env = dict(os.environ, MCPCALL_CELERY_BROKER="amqp://guest:guest-secret@127.0.0.1:1//",
+               PYTHONPATH=child_pythonpath())
+    env.pop("MCPCALL_TOKEN_REDIS", None)
+    env.pop("MCPCALL_CONFIG", None)
+    done = subprocess.run([sys.executable, "-c", script], cwd=str(ROOT), env=env, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "None"  # each machine's token file
+    assert "demo" in done.stdout.splitlines()[1]
+    # Set to a Redis, the tokens go there whatever the broker is.
+    env["MCPCALL_TOKEN_REDIS"] = "redis://127.0.0.1:1/0"
+    done = subprocess.run([sys.executable, "-c", script], cwd=str(ROOT), env=env, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "<RedisTokenStore redis://127.0.0.1:1/0 prefix='mcpcall:'>"

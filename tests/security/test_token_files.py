@@ -87,3 +87,28 @@ def test_a_token_path_that_is_a_symlink_or_not_a_file_is_refused(tmp_path: Path)
     assert len(outcome) == 1 and isinstance(outcome[0], InsecureTokenFile) and "not a regular file" in str(outcome[0])
     with pytest.raises(InsecureTokenFile, match="not a regular file"):
         FileTokenStore(tmp_path).get(ISSUER, RESOURCE)
+
+
+def test_the_refresh_lock_files_are_owner_only_and_never_followed_through_a_symlink(tmp_path: Path, open_umask: None) -> None:
+    """The sidecar files whose flock is a key's refresh lock (and the file lock): 0600, and a symbolic link planted at
+    their name (by whoever can write the directory) makes mcpcall create or open nothing where it points."""
+    path = tmp_path / "tokens" / "tokens.json"
+    store = FileTokenStore(path)
+    with store.lock(ISSUER, RESOURCE, timeout=1):
+        pass
+    assert _mode(Path(store.refresh_lock_path(ISSUER, RESOURCE))) == 0o600
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    other = "https://other.example.com/mcp"
+    planted = {Path(store.refresh_lock_path(ISSUER, other)): elsewhere / "made-by-the-refresh-lock",
+               Path(str(path) + ".lock"): elsewhere / "made-by-the-file-lock"}
+    for link, target in planted.items():
+        if link.exists():
+            link.unlink()
+        link.symlink_to(target)
+    with pytest.raises(OSError):
+        with store.lock(ISSUER, other, timeout=1):
+            pytest.fail("took a lock through a symbolic link")
+    with pytest.raises(OSError):
+        store.put(_token())
+    assert sorted(p.name for p in elsewhere.iterdir()) == []
