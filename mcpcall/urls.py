@@ -104,6 +104,10 @@ def _redact_params(text: str) -> str:
     return "".join(out)
 
 
+#: An authority's ":port" that is no port (after an IPv6 literal's "]", if any): a password cut at a "/".
+_BAD_PORT = re.compile(r":(?![0-9]*$)[^\]]*$")
+
+
 def _redact_one(url: str) -> str:
     url = url.lstrip(_LEADING_JUNK).translate(_DROPPED)
     start = _URL_START.match(url) or _SCHEME_ONLY.match(url)
@@ -116,6 +120,16 @@ def _redact_one(url: str) -> str:
         slash = rest.find("/")
         span = rest if slash < 0 else rest[:slash]
         at = span.rfind("@")
+        if at < 0 and (_BAD_PORT.search(span) or span.startswith(":")):
+            # "user:pa/ss@host" (or ":123/ss@host"): a password holding "/" makes every parser read "user:pa"
+            # as the host and "ss@host" as the path. Nothing can connect there, but the URL is still shown in
+            # the error: hide everything up to the last "@" before the query, or the "port" that is no port.
+            # (A password cut after digits behind a user name, "user:123/ss@host", reads as a host and port:
+            # only the path's rules apply to it.)
+            end = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+            at = rest.rfind("@", 0, end)
+            if at < 0:
+                rest = _BAD_PORT.sub(":" + _REDACTED, span, count=1) + rest[len(span):]
         if at >= 0:
             rest = f"{_REDACTED}@{rest[at + 1 :]}"
     before_fragment, hash_sign, fragment = rest.partition("#")

@@ -107,6 +107,11 @@ def test_a_call_to_a_server_that_went_away_shows_no_secret(server: FaultServer, 
     ("https://h/x/OfP6CzD8A42XFPZJuxDfqqklYc3SM8O3/mcp", "https://h/x/***/mcp"),
     ("https://h/x/a1b2c3d4e5f6g7h8/mcp", "https://h/x/***/mcp"),
     ("https://u:pw@h/mcp/sk-proj-a1b2c3d4e5f6?key=1#token=2", "https://***@h/mcp/***?key=***#token=***"),
+    # a password holding "/" that nobody percent-encoded: every parser reads its start as host and port
+    ("https://user:pa/ss@h/mcp?x=1", "https://***@h/mcp?x=1"),
+    ("redis://:123/abc==@h/0", "redis://***@h/0"),
+    ("https://user:secret/mcp", "https://user:***/mcp"),
+    ("https://[::1]:8080/@scope/pkg", "https://[::1]:8080/@scope/pkg"),
     # what stays: words, versions, dates, short ids, a key prefix with too little after it
     ("https://h/servers/mcp-server-2025-06-18/sse", "https://h/servers/mcp-server-2025-06-18/sse"),
     ("https://h/streamable-http-server-v2/mcp", "https://h/streamable-http-server-v2/mcp"),
