@@ -178,6 +178,17 @@ _schema_leaf = st.fixed_dictionaries({}, optional={
 })
 
 
+#: Keywords the exports drop or pass on as they are.
+_OTHER_KEYWORDS = st.sampled_from([
+    "$schema", "$id", "$comment", "additionalProperties", "examples", "default", "title", "description", "format",
+    "minimum", "exclusiveMaximum", "multipleOf", "minLength", "pattern", "uniqueItems", "not", "if", "then", "else",
+    "patternProperties", "propertyNames", "contentEncoding", "deprecated", "readOnly", "minItems", "definitions",
+    "dependentRequired", "unevaluatedProperties", "prefixItems", "contains",
+])
+_schema_leaf = st.tuples(st.dictionaries(_OTHER_KEYWORDS, json_values, max_size=3), _schema_leaf).map(
+    lambda t: {**t[0], **t[1]})
+
+
 def _with_children(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     children = st.fixed_dictionaries({}, optional={
         "properties": st.one_of(st.dictionaries(st.one_of(st.sampled_from(["a", "b", "self", "x", "self_"]), keys), inner,

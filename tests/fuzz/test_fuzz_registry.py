@@ -107,14 +107,19 @@ def _has_nan(value: Any) -> bool:
 def test_gemini_schema_and_object_schema_take_any_value(schema: Any) -> None:
     # Both are public and take Python values: nesting deeper than JSON gives, and anything else.
     schema = materialize(schema)
+    before = copy.deepcopy(schema) if _depth(schema) < 900 else None
     out = gemini_schema(schema)
     assert out["type"] == "OBJECT"
     if out["properties"]:
         walk_gemini(out)
+    else:  # no parameters: to_gemini_tools leaves ``parameters`` out
+        assert set(out) <= {"type", "properties", "title", "description"}
+    json.dumps(out)  # plain JSON
     try:
         _check_object_schema(object_schema(schema))
     except RecursionError:
         assert _depth(schema) > 900  # a deep copy of a Python value as deep as JSON goes (a Tool's schema is at most 64)
+    assert before is None or schema == before or _has_nan(before)  # never changed
 
 
 def _depth(value: Any) -> int:
@@ -210,7 +215,7 @@ def test_a_schema_built_to_multiply_work_costs_about_what_a_plain_one_does() -> 
         for name, export in EXPORTS.items():
             tool, plain = tool_of(schema), tool_of(normal)
             assert tool is not None and plain is not None
-            assert_comparable(lambda t: steps(export, [("t", t)], limit=5_000_000), plain, tool,
+            assert_comparable(lambda t, export=export: steps(export, [("t", t)], limit=5_000_000), plain, tool,
                               f"{name} of {json.dumps(schema)[:80]}", limit=10, fixed=STEPS_FIXED)
 
 
