@@ -35,6 +35,7 @@ from .jsonrpc import (
     UNSUPPORTED_PROTOCOL_VERSION,
     RequestId,
     error_response,
+    excerpt,
     notification,
     result_response,
 )
@@ -619,7 +620,7 @@ class Dispatcher:
             why = "an error that is not an object with an integer code"
         else:
             why = "neither a result nor an error"
-        entry.future.fail(ProtocolError(f"server {self.name!r} answered {entry.method} with {why}: {str(message)[:200]}"))
+        entry.future.fail(ProtocolError(f"server {self.name!r} answered {entry.method} with {why}: {excerpt(message)}"))
 
     def _complete(self, entry: _Entry, result: dict[str, Any]) -> None:
         transform = entry.transform

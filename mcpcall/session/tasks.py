@@ -299,7 +299,8 @@ class Tasks:
         return ProtocolError(f"server {self.name!r}: task {status.task_id} of tool {task.tool!r} failed ({why})")
 
     def _schedule_poll(self, task: Task, status: TaskStatus) -> None:
-        interval = status.poll_interval_ms / 1000.0 if status.poll_interval_ms is not None else _DEFAULT_POLL
+        ms = status.poll_interval_ms
+        interval = min(ms, _MAX_POLL * 1000) / 1000.0 if ms is not None else _DEFAULT_POLL  # capped first: any integer divides
         delay = min(max(interval, _MIN_POLL), _MAX_POLL)
         with task._lock:
             if task._polling:

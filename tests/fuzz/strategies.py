@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
 
 from hypothesis import strategies as st
@@ -48,10 +49,16 @@ numbers = st.one_of(
 
 # -- JSON values ------------------------------------------------------------------------------------
 
-leaves = st.one_of(st.none(), numbers, texts)
+#: Words of the wire, as values: a block type, a role, a status, base64.
+WIRE_WORDS = ["text", "image", "audio", "resource", "resource_link", "aGVsbG8=", "user", "assistant", "working",
+              "completed", "input_required", "object", "string", "2.0", "complete", "task"]
+leaves = st.one_of(st.none(), numbers, texts, st.sampled_from(WIRE_WORDS))
 keys = st.one_of(st.text(max_size=8), st.sampled_from(ODD_TEXT),
                  st.sampled_from(["type", "text", "content", "uri", "name", "$ref", "properties", "items", "anyOf",
-                                  "_meta", "result", "error", "id", "method", "nextCursor", "mimeType", "data"]))
+                                  "_meta", "result", "error", "id", "method", "nextCursor", "mimeType", "data", "blob",
+                                  "resource", "messages", "role", "contents", "completion", "values", "total", "hasMore",
+                                  "isError", "structuredContent", "annotations", "arguments", "required", "size", "taskId",
+                                  "status", "inputSchema", "resultType", "ttlMs"]))
 json_values = st.recursive(leaves, lambda inner: st.one_of(st.lists(inner, max_size=5),
                                                            st.dictionaries(keys, inner, max_size=5)), max_leaves=16)
 json_objects = st.dictionaries(keys, json_values, max_size=6)
@@ -68,8 +75,10 @@ def nested(depth: int, kind: str = "list", leaf: Any = 0) -> Any:
     return value
 
 
-#: Depths around and past the package's limits: MAX_DEPTH (tool definitions), 100 (the cache), ~990 (what json parses).
-DEPTHS = [MAX_DEPTH - 2, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1, 100, 101, 500, 950, 990]
+#: Depths around and past the package's limits: MAX_DEPTH (tool definitions), 100 (the cache), and what json parses:
+#: about as deep as the recursion limit, from a reader thread's short stack. A negative depth counts from that limit,
+#: as it is when the value is made (Hypothesis raises the limit while a test runs: a fixed 990 would nest too little).
+DEPTHS = [MAX_DEPTH - 2, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1, 100, 101, 500, 990, -30, -60]
 # A deep value is drawn as a marker that materialize() replaces: Hypothesis prints (and shrinks) the marker,
 # where printing the value itself would recurse past Python's limit.
 _DEEP = "\ue000deep:"
@@ -88,7 +97,7 @@ def materialize(value: Any) -> Any:
     """``value`` with every deep marker (see :data:`deep_values`) replaced by the value it stands for."""
     if isinstance(value, str) and value.startswith(_DEEP):
         depth, kind = value[len(_DEEP):].split(":")
-        return nested(int(depth), kind)
+        return nested(int(depth) if int(depth) > 0 else sys.getrecursionlimit() + int(depth), kind)
     if isinstance(value, list):
         return [materialize(item) for item in value]
     if isinstance(value, dict):
