@@ -644,7 +644,7 @@ class Dispatcher:
         cls = UnsupportedVersion if code == UNSUPPORTED_PROTOCOL_VERSION else RPCError
         msg = error.get("message")
         exc: BaseException = cls(
-            code, msg if isinstance(msg, str) else repr(msg), error.get("data"), server=self.name, method=entry.method
+            code, msg if isinstance(msg, str) else excerpt(msg), error.get("data"), server=self.name, method=entry.method
         )
         if entry.on_error is not None:
             try:

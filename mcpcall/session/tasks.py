@@ -33,6 +33,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import field
 from typing import Any, Callable
 
+from .. import jsonrpc
 from ..dispatcher import RequestFuture
 from ..errors import ConnectionClosed, MCPError, ProtocolError, RequestTimeout, RPCError
 from ..scheduler import get_scheduler
@@ -293,7 +294,7 @@ class Tasks:
         error = status.raw.get("error")
         if isinstance(error, dict) and isinstance(error.get("code"), int):
             message = error.get("message")
-            return RPCError(error["code"], message if isinstance(message, str) else repr(message), error.get("data"),
+            return RPCError(error["code"], message if isinstance(message, str) else jsonrpc.excerpt(message), error.get("data"),
                             server=self.name, method="tools/call")
         why = status.status_message or "no error given"
         return ProtocolError(f"server {self.name!r}: task {status.task_id} of tool {task.tool!r} failed ({why})")

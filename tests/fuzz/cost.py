@@ -19,8 +19,6 @@ from typing import Any, Callable
 
 #: The most a difference may grow from ``n -> 2n`` to ``16n -> 32n`` (16 when linear; quadratic: 256).
 LINEAR_RATIO = 40.0
-#: The same for times (noisy: best of several runs, a wider margin; quadratic: 256).
-LINEAR_TIME_RATIO = 64.0
 
 
 class _OverLimit(BaseException):
@@ -92,13 +90,15 @@ def assert_linear(cost: Callable[[int], float], n: int, what: str, limit: float 
 
 
 def assert_linear_time(fn: Callable[[Any], Any], make: Callable[[int], Any], n: int, what: str,
-                       limit: float = LINEAR_TIME_RATIO) -> None:
-    """Fail when ``fn(make(16 * n))`` takes more than ``limit`` times ``fn(make(n))`` (best of several runs each)."""
-    small_input, large_input = make(n), make(16 * n)
+                       factor: int = 16, limit: float | None = None) -> None:
+    """Fail when ``fn(make(factor * n))`` takes more than ``limit`` (default: 4 x ``factor``) times ``fn(make(n))``,
+    best of several runs each (quadratic: ``factor`` squared)."""
+    bound = 4.0 * factor if limit is None else limit
+    small_input, large_input = make(n), make(factor * n)
     small = seconds(fn, small_input)
-    large = seconds(fn, large_input)
-    assert large <= limit * max(small, 1e-5), (f"{what}: {large:.4f} s at 16n against {small:.4f} s at n "
-                                                f"(linear: 16x; the bound is {limit:g}x)")
+    large = seconds(fn, large_input, repeat=3)
+    assert large <= bound * max(small, 1e-5), (f"{what}: {large:.4f} s at {factor}n against {small:.4f} s at n "
+                                                f"(linear: {factor}x; the bound is {bound:g}x)")
 
 
 def assert_comparable(cost: Callable[[Any], float], normal: Any, pathological: Any, what: str, limit: float,
@@ -106,5 +106,5 @@ def assert_comparable(cost: Callable[[Any], float], normal: Any, pathological: A
     """Fail when ``pathological`` costs more than ``limit`` times ``normal`` (an input of the same size), plus ``fixed``
     (what a budget of the step allows whatever the input: a conversion's node budget)."""
     a, b = cost(normal), cost(pathological)
-    assert b <= limit * max(a, 1) + fixed, (f"{what}: the pathological input costs {b} against {a} for a normal one "
+    assert b <= limit * a + fixed, (f"{what}: the pathological input costs {b} against {a} for a normal one "
                                             f"of the same size")
