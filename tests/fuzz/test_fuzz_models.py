@@ -76,6 +76,7 @@ def test_any_schema_makes_a_tool_that_maps_any_arguments(schema: Any, values: di
 @fuzz(60, deadline=None)
 @given(schemas)
 @example(fan_out(8, 6))
+@example(fan_out(6, 20))  # 20**6 paths within MAX_DEPTH: what the node budget (MAX_NODES) is for
 def test_making_a_model_costs_at_most_its_budget(schema: Any) -> None:
     tool = mcp_tool(schema)
     if tool is None:
@@ -117,6 +118,7 @@ def test_a_schema_built_to_multiply_work_costs_about_what_a_plain_one_does() -> 
         {"type": "object", "properties": {f"p{i}": {"$ref": "#/$defs/big"} for i in range(300)},
          "$defs": {"big": {**big, "type": "string"}}},  # the target copied for every reference
         fan_out(8, 6),
+        fan_out(6, 20),
     ]
     for schema in pathological:
         size = len(json.dumps(schema))
