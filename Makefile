@@ -17,7 +17,7 @@ MCP1_VERSION := 1.30.0
 INT_VENV := .venv-int
 INT_PY   := $(INT_VENV)/bin/python
 
-.PHONY: demo test test-integrations lint bench bench-load soak bench-integrations peers redis clean conformance
+.PHONY: demo test test-integrations lint bench bench-load soak bench-integrations peers redis clean conformance fuzz
 
 # The package as users get it: a wheel built from this checkout and installed (never editable), so the
 # tests test what `pip install` gives. It is rebuilt and reinstalled when a file under mcpcall/ or a build
@@ -111,6 +111,28 @@ lint: $(VENV)/.dev $(VENV)/.auth
 	$(VENV)/bin/ruff check --target-version py39 --line-length 130 mcpcall
 	$(VENV)/bin/mypy --strict mcpcall
 
+# atheris, for `make fuzz` only: a test-only install, never a dependency of the package (a C extension built for
+# libFuzzer; Linux and macOS wheels on PyPI).
+$(VENV)/.fuzz: $(VENV)/.base
+	$(PIP) install atheris
+	touch $@
+
+FUZZ_SECONDS ?= 300
+FUZZ_HARNESSES := jsonrpc sse
+
+## fuzz: the atheris harnesses tests/fuzz/atheris_{jsonrpc,sse}.py against the installed wheel, FUZZ_SECONDS each
+## (default 300), their corpora kept in .fuzz/; not part of `make test` (whose tests/fuzz run Hypothesis: MCPCALL_FUZZ=deep
+## searches longer)
+# PYTHONSAFEPATH: the harness's folder is not put first on sys.path (the installed mcpcall is the one fuzzed). A crash
+# (an input and its traceback) is written to .fuzz/crash-*, and the target fails.
+fuzz: $(VENV)/.fuzz
+	@for harness in $(FUZZ_HARNESSES); do \
+		mkdir -p .fuzz/corpus-$$harness; \
+		echo "fuzzing tests/fuzz/atheris_$$harness.py for $(FUZZ_SECONDS) s"; \
+		PYTHONSAFEPATH=1 $(PY) tests/fuzz/atheris_$$harness.py -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+			-dict=tests/fuzz/atheris_$$harness.dict -artifact_prefix=.fuzz/ .fuzz/corpus-$$harness || exit 1; \
+	done
+
 $(VENV)/.bench: $(VENV)/.base
 	$(PIP) install '$(WHEEL)[bench]'
 	touch $@
@@ -138,7 +160,7 @@ bench-integrations: $(INT_VENV)/.installed
 	$(INT_PY) benchmarks/bench_integrations.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(PEERS) $(MCP1_VENV) $(INT_VENV) build dist *.egg-info
+	rm -rf $(VENV) $(PEERS) $(MCP1_VENV) $(INT_VENV) build dist *.egg-info .fuzz
 
 ## conformance: the official MCP conformance suite (every client scenario of both revisions, auth and extensions included)
 conformance: $(VENV)/.auth

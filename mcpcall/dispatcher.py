@@ -36,6 +36,7 @@ from .jsonrpc import (
     UNSUPPORTED_PROTOCOL_VERSION,
     RequestId,
     error_response,
+    excerpt,
     notification,
     result_response,
 )
@@ -679,7 +680,7 @@ class Dispatcher:
             why = "an error that is not an object with an integer code"
         else:
             why = "neither a result nor an error"
-        entry.future.fail(ProtocolError(f"server {self.name!r} answered {entry.method} with {why}: {str(message)[:200]}"))
+        entry.future.fail(ProtocolError(f"server {self.name!r} answered {entry.method} with {why}: {excerpt(message)}"))
 
     def _complete(self, entry: _Entry, result: dict[str, Any]) -> None:
         transform = entry.transform
@@ -703,7 +704,7 @@ class Dispatcher:
         cls = UnsupportedVersion if code == UNSUPPORTED_PROTOCOL_VERSION else RPCError
         msg = error.get("message")
         exc: BaseException = cls(
-            code, msg if isinstance(msg, str) else repr(msg), error.get("data"), server=self.name, method=entry.method
+            code, msg if isinstance(msg, str) else excerpt(msg), error.get("data"), server=self.name, method=entry.method
         )
         if entry.on_error is not None:
             try:

@@ -6,8 +6,10 @@ rules of the wire format are tested on their own.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
+import reprlib
 from typing import Any, Callable, Union
 
 from .errors import ProtocolError
@@ -34,6 +36,7 @@ __all__ = [
     "encode",
     "encode_line",
     "error_response",
+    "excerpt",
     "is_valid_id",
     "notification",
     "peek_id",
@@ -140,6 +143,37 @@ def copy_json(value: Any) -> Any:
     import copy
 
     return copy.deepcopy(value)  # not from the wire (a subclass, a tuple): the slow but general way
+
+
+class _Excerpt(reprlib.Repr):
+    """reprlib's bounded repr, without sorting a dict's keys first (a server's dict may have millions)."""
+
+    def repr_dict(self, x: Any, level: int) -> str:
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{...}"
+        pieces = [f"{self.repr1(key, level - 1)}: {self.repr1(value, level - 1)}"
+                  for key, value in itertools.islice(x.items(), self.maxdict)]
+        return "{" + ", ".join(pieces) + (", ..." if len(x) > self.maxdict else "") + "}"
+
+
+_excerpt = _Excerpt()
+_excerpt.maxlevel, _excerpt.maxstring, _excerpt.maxother, _excerpt.maxlong = 6, 120, 120, 60
+_excerpt.maxlist = _excerpt.maxtuple = _excerpt.maxdict = _excerpt.maxset = 12
+
+
+def excerpt(value: Any, limit: int = 200) -> str:
+    """A repr of ``value`` (a decoded message, a part of one) of at most about ``limit`` characters, for a message.
+
+    Its cost does not grow with the value, and any nesting is fine: ``str(value)[:200]`` builds the whole
+    text first (of a 64 MB message), and raises RecursionError for a value nested as deep as json reads.
+    """
+    try:
+        text = _excerpt.repr(value)
+    except Exception:  # noqa: BLE001 - a message must not fail because of what it quotes
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def is_valid_id(value: object) -> bool:

@@ -27,10 +27,13 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, Optional
 
-__all__ = ["MAX_PATTERN_CHARS", "MAX_STEPS", "cached", "compiles", "cost", "search", "status"]
+__all__ = ["MAX_COMPILE_SIZE", "MAX_PATTERN_CHARS", "MAX_STEPS", "cached", "compile_size", "compiles", "cost", "search",
+           "status"]
 
 #: A pattern longer than this is never run by :mod:`re` (RE2 bounds its own memory).
 MAX_PATTERN_CHARS = 1000
+#: Nor one that costs more than this to compile (see :func:`compile_size`): some tens of milliseconds.
+MAX_COMPILE_SIZE = 8 * MAX_PATTERN_CHARS
 #: The most backtracking steps the :mod:`re` fallback may take on one text (about a tenth of a second).
 MAX_STEPS = 10_000_000
 _MAX_NESTING = 50
@@ -38,6 +41,7 @@ _MAX_NESTING = 50
 _Search = Callable[[str], Optional[bool]]
 _Built = tuple[_Search, int, int]  # the search, and its cost: about factor * len(text) ** power steps
 _cache: OrderedDict[str, _Built | None] = OrderedDict()
+_sizes: OrderedDict[str, int] = OrderedDict()
 _MAX_CACHED = 1024
 _lock = threading.Lock()
 _re2: Any = None
@@ -78,6 +82,53 @@ def _constants() -> Any:
     import sre_constants  # pragma: no cover - Python < 3.11
 
     return sre_constants  # pragma: no cover
+
+
+def compile_size(pattern: str) -> int:
+    """About what compiling ``pattern`` with :mod:`re` costs, as the length of an ordinary pattern that costs as much.
+
+    Its length, and for each range of a set past Latin-1 (``[\\x00-\\uffff]``) a 32nd of the code points it
+    spans below U+10000, twice that under ``(?i)``: re walks every one of them to build the set, so that five
+    characters cost what two thousand ordinary ones do (a schema of 64 patterns of such sets took most of a minute).
+    """
+    if "-" not in pattern:
+        return len(pattern)
+    with _lock:
+        size = _sizes.get(pattern)
+    if size is None:
+        size = len(pattern) + _range_size(pattern)
+        with _lock:
+            _sizes[pattern] = size
+            while len(_sizes) > _MAX_CACHED:
+                _sizes.popitem(last=False)
+    return size
+
+
+def _range_size(pattern: str) -> int:
+    try:
+        tree = _parse(pattern)
+    except (re.error, RecursionError, OverflowError, ValueError, TypeError):
+        return 0  # re refuses it as fast
+    c = _constants()
+    ranges = (c.RANGE, getattr(c, "RANGE_UNI_IGNORE", c.RANGE))
+    state = getattr(tree, "state", None) or getattr(tree, "pattern", None)
+    folded = bool(getattr(state, "flags", 0) & c.SRE_FLAG_IGNORECASE)
+    span = 0
+    stack: list[Any] = [tree]
+    while stack:  # every (op, value) of the tree, at any depth (sets are in IN items, anywhere)
+        node = stack.pop()
+        for item in getattr(node, "data", node):
+            if not isinstance(item, (tuple, list)) and not hasattr(item, "data"):
+                continue
+            if isinstance(item, tuple) and len(item) == 2 and any(item[0] is op for op in ranges):
+                low, high = item[1]
+                if high > 0xFF:  # a range within Latin-1 fills a map of 256: as cheap as a character
+                    span += max(0, min(high, 0xFFFF) - low + 1)
+                continue
+            if isinstance(item, tuple) and len(item) == 2 and item[0] is c.SUBPATTERN and item[1][1] & c.SRE_FLAG_IGNORECASE:
+                folded = True
+            stack.append(item)
+    return span // 32 * (2 if folded else 1)
 
 
 _Poly = tuple[int, int]  # (d, k): at most k * n**d, n the text's length
@@ -260,6 +311,8 @@ def _build(pattern: str) -> _Built | None:
         return None
     # (?x) ignores what follows a # up to the line's end, where a [ is no set: left as written there
     spelled = pattern if _VERBOSE.search(pattern) else _as_ecma(pattern, _ECMA_RE, False)
+    if compile_size(spelled) > MAX_COMPILE_SIZE:
+        return None
     shape = _shape(spelled)  # of what runs (the length limit is the server's pattern's)
     if shape is None:
         return None
@@ -338,7 +391,7 @@ def compiles(pattern: str) -> bool:
             loaded = None
         if loaded is not None:
             return True
-    if len(pattern) > MAX_PATTERN_CHARS:
+    if len(pattern) > MAX_PATTERN_CHARS or compile_size(pattern) > MAX_COMPILE_SIZE:
         return True  # never run by re, and compiling 100,000 characters took a second: no verdict on it
     try:
         re.compile(pattern)

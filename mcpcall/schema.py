@@ -17,7 +17,8 @@ form of each item (linear, where jsonschema's is quadratic for objects);
 ``regex`` format only asks whether a pattern compiles. What cannot be checked
 at a bounded cost is skipped, with one log record per schema: a skipped check
 never makes a value invalid. A schema nested deeper than :data:`MAX_DEPTH`, or whose patterns total more
-than :data:`MAX_PATTERN_TOTAL` characters (compiling them would cost without bound), is not used.
+than :data:`MAX_PATTERN_TOTAL` characters (compiling them would cost without bound; a set's ranges count by
+their size), is not used.
 
 The whole check of one value shares one budget, :data:`MAX_CHECK_STEPS`: each
 keyword applied (a ``$ref`` followed, an ``anyOf`` branch tried), each
@@ -375,7 +376,10 @@ def _safe_class(base: Any, *, unevaluated: bool = True) -> Any:
 
 
 def _pattern_total(schema: Any) -> int:
-    """The characters of every ``pattern`` value and ``patternProperties`` key in ``schema`` (iterative)."""
+    """What compiling every ``pattern`` value and ``patternProperties`` key in ``schema`` costs, in characters of
+    ordinary patterns (:func:`mcpcall.patterns.compile_size`: a set's ranges count by their size); iterative."""
+    from .patterns import compile_size
+
     total = 0
     stack = [schema]
     while stack:
@@ -383,10 +387,10 @@ def _pattern_total(schema: Any) -> int:
         if isinstance(node, dict):
             pattern = node.get("pattern")
             if isinstance(pattern, str):
-                total += len(pattern)
+                total += compile_size(pattern)
             keyed = node.get("patternProperties")
             if isinstance(keyed, dict):
-                total += sum(len(key) for key in keyed if isinstance(key, str))
+                total += sum(compile_size(key) for key in keyed if isinstance(key, str))
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
@@ -544,7 +548,8 @@ def _compiled(schema: dict[str, Any]) -> _Compiled | str:
         return f"nested deeper than {MAX_DEPTH} levels"
     total = _pattern_total(schema)
     if total > MAX_PATTERN_TOTAL:
-        return f"its patterns total {total} characters, more than {MAX_PATTERN_TOTAL} can be compiled at a bounded cost"
+        return (f"its patterns total {total} characters (a set's ranges counted by their size), more than "
+                f"{MAX_PATTERN_TOTAL} can be compiled at a bounded cost")
     try:
         key = json.dumps(schema, sort_keys=True, separators=(",", ":"))
     except (TypeError, ValueError):

@@ -205,8 +205,10 @@ class SSEDecoder:
         buffer += chunk
         events: list[Event] = []
         start = 0
+        lf = buffer.find(b"\n", scan)
         while True:
-            lf = buffer.find(b"\n", scan)
+            if 0 <= lf < scan:  # the LF found before is behind: the next one (looked for once per LF, not per line:
+                lf = buffer.find(b"\n", scan)  # lines that end in CR alone were each a look to the buffer's end)
             cr = buffer.find(b"\r", scan, lf if lf >= 0 else len(buffer))
             brk = cr if cr >= 0 else lf
             if brk < 0:
@@ -218,14 +220,17 @@ class SSEDecoder:
                         nxt += 1
                 else:
                     self._pending_cr = True
-            if brk - start >= _TAKE and buffer.startswith(b"data:", start):
+            if brk - start >= _TAKE and len(buffer) - nxt <= brk - start and buffer.startswith(b"data:", start):
                 # A large data line becomes the event's data as it is, not as a copy: the buffer is
                 # cut down to the value in place (no bytes move) and what follows the line starts a new one.
+                # (Only when less follows than the line holds: moving what follows each of many large
+                # lines of one chunk was quadratic; such a line is copied out as any other.)
                 rest = buffer[nxt:]
                 del buffer[brk:]
                 self._add_data(_Taken(buffer, start + (6 if buffer[start + 5 : start + 6] == b" " else 5)))
                 self._buffer = buffer = rest
                 start = scan = 0
+                lf = buffer.find(b"\n")
                 continue
             event = self._line_in(buffer, start, brk)
             if event is not None:

@@ -32,9 +32,12 @@ _LEADING_JUNK = "".join(map(chr, range(0x21)))
 _DROPPED = str.maketrans("", "", "\t\r\n")
 _URL_START = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*:)?//")
 _SCHEME_ONLY = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")  # not a drive letter (C:)
-# An absolute URL, or a path reference ("/mcp?key=…", as in urllib3's "Max retries exceeded with url: …")
-# standing alone: at the start or after a blank, a quote, "(" or "=".
-_EMBEDDED_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*|(?:^|(?<=[\s'\"(=]))/(?!/)[^\s'\"<>]*")
+# An absolute URL (group 1), or a path reference ("/mcp?key=…", as in urllib3's "Max retries exceeded with url: …")
+# standing alone: at the start or after a blank, a quote, "(" or "=" (group 2). A scheme starts at the first letter of
+# a run of scheme characters; the run is tried from its start only (the lookbehind), once: tried from each of its
+# characters, a long run with no "://" after it was scanned again from every position (quadratic).
+_EMBEDDED_URL = re.compile(r"(?<![A-Za-z0-9+.-])[0-9+.-]*([A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*)"
+                           r"|(?:^|(?<=[\s'\"(=]))(/(?!/)[^\s'\"<>]*)")
 _SECRET_WORDS = ("key", "token", "secret", "pass", "pwd", "auth", "sig", "cred", "session", "jwt", "bearer",
                  "private", "code", "otp")
 _SECRET_NAMES = frozenset({"sid", "pw", "pin"})
@@ -141,6 +144,12 @@ def _redact_one(url: str) -> str:
     return prefix + rest
 
 
+def _redact_embedded(match: re.Match[str]) -> str:
+    if match.group(1) is not None:  # what stands before the scheme's first letter stays as it is
+        return match.group()[: match.start(1) - match.start()] + _redact_one(match.group(1))
+    return _redact_one(match.group(2))
+
+
 def redact_url(url: str) -> str:
     """``url`` fit for a message, a log line or a repr: credentials and secrets in it hidden.
 
@@ -172,7 +181,7 @@ def redact_url(url: str) -> str:
         stripped = text.lstrip(_LEADING_JUNK).translate(_DROPPED)
         if _URL_START.match(stripped) or _SCHEME_ONLY.match(stripped):
             return _redact_one(text)
-        return _EMBEDDED_URL.sub(lambda m: _redact_one(m.group()), text)
+        return _EMBEDDED_URL.sub(_redact_embedded, text)
     except Exception:  # noqa: BLE001 - a message must not fail because of what it shows
         return _REDACTED
 

@@ -39,7 +39,7 @@ PYTHONS = {
 # Not part of what a user builds from a clean clone.
 IGNORED = shutil.ignore_patterns(
     ".git", ".venv*", ".npm-peers", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis",
-    "conformance-results", ".cache",
+    "conformance-results", ".cache", ".fuzz",
 )
 README_SERVER = '["npx", "-y", "@modelcontextprotocol/server-everything"]'
 

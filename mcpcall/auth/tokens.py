@@ -251,7 +251,10 @@ def _expires_at(expires_in: object, now: float | None) -> float | None:
         return None
     seconds: float | None = None
     if isinstance(expires_in, (int, float)) and not isinstance(expires_in, bool):
-        seconds = float(expires_in)
+        try:
+            seconds = float(expires_in)
+        except OverflowError:  # an integer past any float: no number of seconds either
+            seconds = None
     elif isinstance(expires_in, str):  # some servers send "3600"
         try:
             seconds = float(expires_in)

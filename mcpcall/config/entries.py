@@ -40,11 +40,15 @@ def _timeout(value: Any, ctx: _Context) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         ctx.fail("timeout", f"must be a number of seconds, not {_type_name(value)}")
-    if math.isnan(value) or value <= 0:
+    try:
+        seconds = float(value)
+    except OverflowError:  # an integer past any float: no time limit, as an infinite timeout
+        seconds = math.inf if value > 0 else -math.inf
+    if math.isnan(seconds) or seconds <= 0:
         ctx.fail("timeout", "must be a positive number of seconds")
-    if value > _LONG_TIMEOUT and math.isfinite(value):
+    if seconds > _LONG_TIMEOUT and math.isfinite(seconds):
         _log.warning("%s: timeout %s is read as seconds (over an hour); was it milliseconds?", ctx.where(), value)
-    return float(value)
+    return seconds
 
 
 def _kind(entry: Mapping[str, Any], ctx: _Context) -> str | None:

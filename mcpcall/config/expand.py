@@ -146,16 +146,21 @@ def _variable(body: str, ctx: _Context, field: str) -> str:
 _ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "$": "$"}
 
 
-def _closing_quote(text: str, quote: str) -> int:
-    i = 0
+def _closing_quote(text: str, quote: str, start: int = 0) -> tuple[int, int]:
+    """Where the closing ``quote`` is in ``text`` from ``start`` (-1: not there), and where to go on once text is added.
+
+    A value that goes on over more lines is looked at from where the last look stopped, not from its start
+    again (once per line, that was quadratic in the lines of a quote never closed).
+    """
+    i = start
     while i < len(text):
         if text[i] == "\\" and quote == '"':
-            i += 2
+            i += 2  # past the end: the escaped character is the line break added next
             continue
         if text[i] == quote:
-            return i
+            return i, i
         i += 1
-    return -1
+    return -1, i
 
 
 def _read_env_file(path: str, ctx: _Context) -> dict[str, str]:
@@ -188,13 +193,13 @@ def _read_env_file(path: str, ctx: _Context) -> dict[str, str]:
         value = value.strip()
         if value[:1] in ("'", '"'):
             quote, body = value[0], value[1:]
-            end = _closing_quote(body, quote)
+            end, scanned = _closing_quote(body, quote)
             while end < 0:
                 if i >= len(lines):
                     ctx.fail("envFile", f": {path} line {lineno}: the quote opened for {key} is never closed")
                 body += "\n" + lines[i]
                 i += 1
-                end = _closing_quote(body, quote)
+                end, scanned = _closing_quote(body, quote, scanned)
             rest = body[end + 1 :].strip()
             if rest and not rest.startswith("#"):
                 ctx.fail("envFile", f": {path} line {lineno}: text after the closing quote of {key}")

@@ -175,8 +175,8 @@ def _oauth(entry: Mapping[str, Any], ctx: _Context) -> OAuthSettings | None:
         ctx.fail(scope_field, f"must be a list of strings (or one space-separated string), not {_type_name(raw_scopes)}")
     port = value.get("callbackPort")
     if port is not None:
-        if isinstance(port, str) and port.strip().isdigit():
-            port = int(port)
+        if isinstance(port, str) and port.strip().isascii() and port.strip().isdigit() and len(port.strip()) <= 5:
+            port = int(port)  # ASCII digits only ("²".isdigit() is true), few enough for int() to read
         if isinstance(port, bool) or not isinstance(port, int) or not 0 < port <= 65535:
             ctx.fail(f"{where}.callbackPort", "must be a port number (1-65535)")
     strings = {key: _oauth_string(value.get(key), ctx, f"{where}.{key}")

@@ -72,6 +72,18 @@ def _strip_jsonc(text: str) -> str:
     return "".join(out)
 
 
+def _loads(text: str, path: str) -> Any:
+    """``json.loads(text)``; what it raises besides a JSONDecodeError is a ConfigError (never showing the text)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise ConfigError(f"config {path}: not valid JSON: it nests deeper than can be read") from None
+    except ValueError:  # an integer of more digits than int() reads
+        raise ConfigError(f"config {path}: not valid JSON: a number has more digits than can be read") from None
+
+
 def _read_json(path: str) -> Any:
     try:
         with open(path, encoding="utf-8-sig") as f:
@@ -85,13 +97,13 @@ def _read_json(path: str) -> Any:
     except UnicodeDecodeError:
         raise ConfigError(f"config {path} is not UTF-8 text") from None
     try:
-        return json.loads(text)
+        return _loads(text, path)
     except json.JSONDecodeError as first:
         error = first
     stripped = _strip_jsonc(text)
     if stripped != text:
         try:
-            return json.loads(stripped)
+            return _loads(stripped, path)
         except json.JSONDecodeError as second:
             error = second
     # The message of a JSONDecodeError names the problem, never the text around it.

@@ -125,6 +125,7 @@ MAX_TEXT_CHARS = 100_000
 
 _EXCERPT = 40
 _MAX_REF_DEPTH = 8  # $refs followed in a row (and combinators nested) at the root of an object schema
+_MAX_MERGE_WORK = 10_000  # per branch merged: 4, and its keys, properties and required names
 
 
 # ---------------------------------------------------------------- tools out
@@ -147,14 +148,14 @@ def object_schema(schema: Any) -> dict[str, Any]:
     if not isinstance(schema, Mapping):
         return {"type": "object", "properties": {}}
     out, refs = _inlined(schema, schema, ())
-    out = copy.deepcopy(out)
     kind = out.get("type", "object")
     if kind != "object" and not (isinstance(kind, list) and "object" in kind):
         return {"type": "object", "properties": {}}
     out["type"] = "object"
-    _flatten(out, schema, refs, 0)
-    if not isinstance(out.get("properties"), dict):
-        out["properties"] = {}
+    _flatten(out, schema, refs, 0, [_MAX_MERGE_WORK])  # on shallow copies, sharing the rest with schema
+    properties = out.pop("properties", None)
+    out = copy.deepcopy(out)  # copied once, at the end; each property on its own (none shares a dict with another)
+    out["properties"] = {name: copy.deepcopy(sub) for name, sub in properties.items()} if isinstance(properties, dict) else {}
     return out
 
 
@@ -175,31 +176,46 @@ def _inlined(node: Mapping[str, Any], root: Mapping[str, Any], refs: tuple[str, 
     return out, refs
 
 
-def _flatten(out: dict[str, Any], root: Mapping[str, Any], refs: tuple[str, ...], depth: int) -> None:
-    r"""Merge ``out``'s ``allOf``/``anyOf``/``oneOf`` branches into it (``$ref``\ s inlined, nested combinators too)."""
+def _flatten(out: dict[str, Any], root: Mapping[str, Any], refs: tuple[str, ...], depth: int, budget: list[int]) -> None:
+    r"""Merge ``out``'s ``allOf``/``anyOf``/``oneOf`` branches into it (``$ref``\ s inlined, nested combinators too).
+
+    ``out`` and each branch are shallow copies (what is changed is never the schema's own). Each branch
+    spends its keys, properties and required names from ``budget``: once it is spent, the branches left are
+    not merged (and add nothing to ``required``), so ``$ref``\ s naming each other several times over (``fan **
+    depth`` paths) cost no more than a schema of their size.
+    """
     for key in ("allOf", "anyOf", "oneOf"):
         branches = out.pop(key, None)
         if not isinstance(branches, list):
             continue
         merged = []
+        complete = True
         for branch in branches:
             if not isinstance(branch, Mapping):
                 continue
+            if budget[0] <= 0:
+                complete = False
+                break
             plain, followed = _inlined(branch, root, refs)
-            plain = copy.deepcopy(plain)
+            budget[0] -= 4 + len(plain) + _count(plain.get("properties")) + _count(plain.get("required"))
             if depth < _MAX_REF_DEPTH:
-                _flatten(plain, root, followed, depth + 1)
+                _flatten(plain, root, followed, depth + 1, budget)
             merged.append(plain)
-        _merge_branches(out, merged, every=key != "allOf")
+        _merge_branches(out, merged, every=key != "allOf", required=complete)
 
 
-def _merge_branches(out: dict[str, Any], branches: Sequence[Mapping[str, Any]], *, every: bool) -> None:
-    """Merge ``branches``' properties into ``out``; required: in every branch (``every``) or in any."""
+def _count(value: Any) -> int:
+    return len(value) if isinstance(value, (Mapping, list)) else 0
+
+
+def _merge_branches(out: dict[str, Any], branches: Sequence[Mapping[str, Any]], *, every: bool,
+                    required: bool = True) -> None:
+    """Merge ``branches``' properties into ``out``; required: in every branch (``every``) or in any
+    (none of theirs when ``required`` is false: not every branch was read)."""
     properties = out.get("properties")
     properties = dict(properties) if isinstance(properties, Mapping) else {}
-    required = (
-        [name for name in out.get("required", ()) if isinstance(name, str)] if isinstance(out.get("required"), list) else []
-    )
+    names_required = out.get("required")
+    required_names = [name for name in names_required if isinstance(name, str)] if isinstance(names_required, list) else []
     sets = []
     for branch in branches:
         props = branch.get("properties")
@@ -208,10 +224,11 @@ def _merge_branches(out: dict[str, Any], branches: Sequence[Mapping[str, Any]], 
         names = branch.get("required")
         sets.append({name for name in names if isinstance(name, str)} if isinstance(names, list) else set())
     extra = set.intersection(*sets) if every and sets else set().union(*sets) if sets else set()
-    required += sorted(extra - set(required))
-    out["properties"] = properties
     if required:
-        out["required"] = required
+        required_names += sorted(extra - set(required_names))
+    out["properties"] = properties
+    if required_names:
+        out["required"] = required_names
 
 
 def to_openai_tools(entries: Sequence[Entry], api: Literal["chat", "responses"] = "chat") -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ _GEMINI_FORMATS = {"STRING": {"enum", "date-time"}, "NUMBER": {"float", "double"
 _COPIED = ("title", "description", "pattern", "default", "minimum", "maximum")
 _COUNTS = ("minItems", "maxItems", "minProperties", "maxProperties", "minLength", "maxLength")
 _MAX_NODES = 2000
+_MAX_WORK = 200_000  # keys copied in one conversion (a $ref's target is copied each time it is inlined)
 
 
 def gemini_schema(schema: Any, *, max_ref_depth: int = 8) -> dict[str, Any]:
@@ -52,8 +53,8 @@ def resolve_pointer(root: Mapping[str, Any], ref: Any) -> Mapping[str, Any] | No
         part = part.replace("~1", "/").replace("~0", "~")
         if isinstance(node, Mapping) and part in node:
             node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
+        elif isinstance(node, list) and part.isascii() and part.isdigit() and len(part) <= 18 and int(part) < len(node):
+            node = node[int(part)]  # ASCII digits only ("²".isdigit() is true), and not more than int() reads
         else:
             return None
     return node if isinstance(node, Mapping) else None
@@ -66,14 +67,16 @@ class _Gemini:
         self.root = root
         self.max_ref_depth = max_ref_depth
         self.budget = _MAX_NODES  # inlined $refs can multiply: past this many nodes, the rest is free-form
+        self.work = _MAX_WORK  # and past this many keys copied (a large target inlined many times)
 
     def resolve(self, ref: Any) -> Mapping[str, Any] | None:
         return resolve_pointer(self.root, ref)
 
     def convert(self, node: Any, refs: tuple[str, ...], depth: int) -> dict[str, Any]:
         self.budget -= 1
-        if not isinstance(node, Mapping) or depth > 64 or self.budget < 0:
+        if not isinstance(node, Mapping) or depth > 64 or self.budget < 0 or self.work < 0:
             return {}
+        self.work -= len(node)
         node = dict(node)
         while "$ref" in node:  # inline: the target, with the node's own keywords over it
             ref = node.pop("$ref")
@@ -81,6 +84,7 @@ class _Gemini:
             if target is None or ref in refs or len(refs) >= self.max_ref_depth:
                 return _free_form(node)
             refs = (*refs, ref)
+            self.work -= len(target)
             node = {**target, **node}
         branches = node.pop("allOf", None)
         for branch in branches if isinstance(branches, list) else ():  # merged into the node
@@ -96,12 +100,14 @@ class _Gemini:
     def resolve_all(self, branch: Any, refs: tuple[str, ...]) -> Mapping[str, Any]:
         """``branch`` with its ``$ref`` chain inlined (as far as allowed), without ``$ref``."""
         node: dict[str, Any] = dict(branch) if isinstance(branch, Mapping) else {}
+        self.work -= len(node)
         while "$ref" in node and len(refs) < self.max_ref_depth:
             ref = node.pop("$ref")
             target = self.resolve(ref)
             if target is None or ref in refs:
                 return node
             refs = (*refs, ref)
+            self.work -= len(target)
             node = {**target, **node}
         node.pop("$ref", None)
         return node
@@ -112,8 +118,9 @@ class _Gemini:
         kind = node.get("type")
         if isinstance(kind, list):
             nullable = "null" in kind
-            kinds = [k for k in kind if k in _GEMINI_TYPES]
+            kinds = list(dict.fromkeys(k for k in kind if isinstance(k, str) and k in _GEMINI_TYPES))  # each once
             if len(kinds) > 1:
+                self.work -= len(node) * len(kinds)
                 typed = [self.convert_plain({**node, "type": k, "description": None}, refs, depth + 1) for k in kinds]
                 out["anyOf"] = [{k: v for k, v in b.items() if k != "description"} for b in typed]
                 kind = None
@@ -121,7 +128,7 @@ class _Gemini:
                 kind = kinds[0] if kinds else None
         elif kind == "null":
             nullable, kind = True, None
-        elif kind not in _GEMINI_TYPES:
+        elif not isinstance(kind, str) or kind not in _GEMINI_TYPES:  # an object or a list is no type (and unhashable)
             kind = None
         if "const" in node and "enum" not in node:
             node["enum"] = [node["const"]]

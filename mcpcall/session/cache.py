@@ -82,9 +82,10 @@ class ResultCache:
         if not self.enabled or method not in CACHEABLE or result.get("resultType", "complete") != "complete":
             return
         ttl = result.get("ttlMs")
-        if not isinstance(ttl, (int, float)) or isinstance(ttl, bool) or ttl <= 0 or deeper_than(result, _MAX_DEPTH):
-            return
-        expires = monotonic() + min(ttl / 1000.0, _MAX_TTL_SECONDS)
+        if not isinstance(ttl, (int, float)) or isinstance(ttl, bool) or not ttl > 0 or deeper_than(result, _MAX_DEPTH):
+            return  # not a positive number (NaN neither)
+        # Capped before dividing: an integer past any float would not divide (OverflowError).
+        expires = monotonic() + (_MAX_TTL_SECONDS if ttl >= _MAX_TTL_SECONDS * 1000 else ttl / 1000.0)
         key = _key(method, params)
         kept = copy_json(result)
         with self._lock:

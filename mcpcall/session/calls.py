@@ -574,7 +574,7 @@ class Caller:
             if cursor is None or cursor == "":
                 return found
             if not isinstance(cursor, str) or cursor in seen:
-                raise ProtocolError(f"server {self.name!r} repeated or sent a bad nextCursor {cursor!r} for {method}")
+                raise ProtocolError(f"server {self.name!r} repeated or sent a bad nextCursor {jsonrpc.excerpt(cursor)} for {method}")
             seen.add(cursor)
 
 

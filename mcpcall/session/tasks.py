@@ -33,6 +33,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import field
 from typing import Any, Callable
 
+from .. import jsonrpc
 from ..dispatcher import RequestFuture
 from ..errors import ConnectionClosed, MCPError, ProtocolError, RequestTimeout, RPCError
 from ..scheduler import get_scheduler
@@ -293,13 +294,14 @@ class Tasks:
         error = status.raw.get("error")
         if isinstance(error, dict) and isinstance(error.get("code"), int):
             message = error.get("message")
-            return RPCError(error["code"], message if isinstance(message, str) else repr(message), error.get("data"),
+            return RPCError(error["code"], message if isinstance(message, str) else jsonrpc.excerpt(message), error.get("data"),
                             server=self.name, method="tools/call")
         why = status.status_message or "no error given"
         return ProtocolError(f"server {self.name!r}: task {status.task_id} of tool {task.tool!r} failed ({why})")
 
     def _schedule_poll(self, task: Task, status: TaskStatus) -> None:
-        interval = status.poll_interval_ms / 1000.0 if status.poll_interval_ms is not None else _DEFAULT_POLL
+        ms = status.poll_interval_ms
+        interval = min(ms, _MAX_POLL * 1000) / 1000.0 if ms is not None else _DEFAULT_POLL  # capped first: any integer divides
         delay = min(max(interval, _MIN_POLL), _MAX_POLL)
         with task._lock:
             if task._polling:

@@ -512,7 +512,7 @@ class HTTPBase(Transport):
                 self._deliver(item)
             return
         if not isinstance(message, dict):
-            receiver.on_warning(f"server {self.name!r} sent JSON that is not a message; skipped: {str(message)[:200]}",
+            receiver.on_warning(f"server {self.name!r} sent JSON that is not a message; skipped: {jsonrpc.excerpt(message)}",
                                 kind="not-a-message")
             return
         receiver.on_message(message)

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ..errors import ProtocolError
+from ..jsonrpc import excerpt
 
 __all__ = ["decode_base64", "many", "mapping", "optional_int", "optional_str", "record", "require", "require_str"]
 
@@ -46,9 +47,9 @@ def _where(what: str, server: str) -> str:
 def require(data: Any, key: str, kind: type | tuple[type, ...], what: str, server: str) -> Any:
     """``data[key]``, which must be there and of ``kind``; else a ProtocolError naming the field."""
     if not isinstance(data, dict):
-        raise ProtocolError(f"{_where(what, server)} that is not an object: {str(data)[:200]}")
+        raise ProtocolError(f"{_where(what, server)} that is not an object: {excerpt(data)}")
     if key not in data:
-        raise ProtocolError(f"{_where(what, server)} without its required field {key!r}: {str(data)[:200]}")
+        raise ProtocolError(f"{_where(what, server)} without its required field {key!r}: {excerpt(data)}")
     value = data[key]
     if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _kinds(kind)):
         names = "/".join(k.__name__ for k in _kinds(kind))

@@ -1,8 +1,7 @@
-"""Property-based tests (hypothesis) of the pure layers: JSON-RPC framing, the SSE decoder, header values.
+"""Property-based tests (hypothesis) of the pure layers: JSON-RPC framing and header values.
 
-The SSE decoder is checked against a small reference implementation of the
-WHATWG event-stream rules written here, on generated streams fed in random
-chunks.
+What a server sends (lines and bodies to decode, SSE streams) is fuzzed in tests/fuzz: test_fuzz_jsonrpc.py
+(decode, classify, peek_id on any bytes) and test_fuzz_sse.py (the decoder against a WHATWG reference).
 """
 
 from __future__ import annotations
@@ -10,16 +9,14 @@ from __future__ import annotations
 import base64
 import json
 import re
-from decimal import Decimal
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from mcpcall import ProtocolError, jsonrpc
+from mcpcall import jsonrpc
 from mcpcall.headers import InvalidHeaderAnnotation, encode_value, header_params, param_headers, standard_headers
-from mcpcall.sse import MAX_RETRY_MS, SSEDecoder
 
 # Budgets that keep the whole file to a few seconds; raise them locally to search harder.
 QUICK = settings(max_examples=100, deadline=None)
@@ -66,69 +63,6 @@ valid_messages = st.one_of(
     results.map(lambda m: (m, jsonrpc.RESPONSE)),
     errors.map(lambda m: (m, jsonrpc.RESPONSE)),
 )
-
-# Dicts made of message-like parts, right and wrong, for classify().
-message_like = st.dictionaries(
-    st.sampled_from(["jsonrpc", "id", "method", "params", "result", "error", "other"]),
-    st.one_of(
-        json_values,
-        st.sampled_from(["2.0", "1.0", 2.0, True, 1, "m"]),
-        st.fixed_dictionaries({}, optional={"code": st.one_of(st.integers(), st.booleans(), st.text(max_size=2), st.none()),
-                                            "message": json_values}),
-    ),
-    max_size=6,
-)
-
-
-def _mutations(text: bytes) -> st.SearchStrategy[bytes]:
-    """``text`` cut short, with a byte changed, or with bytes inserted."""
-    n = len(text)
-    return st.one_of(
-        st.integers(0, n).map(lambda i: text[:i]),
-        st.tuples(st.integers(0, max(n - 1, 0)), st.integers(0, 255)).map(lambda t: text[:t[0]] + bytes([t[1]]) + text[t[0] + 1:]),
-        st.tuples(st.integers(0, n), st.binary(min_size=1, max_size=4)).map(lambda t: text[:t[0]] + t[1] + text[t[0]:]),
-    )
-
-
-weird_bytes = st.one_of(
-    st.binary(max_size=64),
-    st.text(max_size=32).map(lambda s: s.encode("utf-8")),
-    st.sampled_from(["utf-16", "utf-16-le", "utf-32", "utf-32-be", "utf-8-sig"]).flatmap(
-        lambda codec: json_values.map(lambda v: json.dumps(v).encode(codec))),
-    json_values.map(lambda v: json.dumps(v).encode()).flatmap(_mutations),
-    st.tuples(st.sampled_from([b"[", b'{"a":', b"-", b"1", b'"', b"[1,", b"\\"]), st.integers(0, 20_000)).map(lambda t: t[0] * t[1]),
-)
-
-
-@QUICK
-@given(weird_bytes)
-@example(b"[" * 100_000)
-@example(b"[" * 3000 + b"]" * 3000)
-@example(b"9" * 10_000)
-@example(b"\xff\xfe\x00")
-@example(b"\xef\xbb\xbf")
-def test_decode_returns_or_raises_protocol_error(data: bytes) -> None:
-    try:
-        jsonrpc.decode(data)
-    except ProtocolError:
-        pass
-
-
-@QUICK
-@given(st.text(max_size=64))
-@example("[" * 100_000)
-def test_decode_of_str_returns_or_raises_protocol_error(data: str) -> None:
-    try:
-        jsonrpc.decode(data)
-    except ProtocolError:
-        pass
-
-
-@QUICK
-@given(st.one_of(json_values, message_like, valid_messages.map(lambda t: t[0])))
-def test_classify_never_raises(message: Any) -> None:
-    assert jsonrpc.classify(message) in (jsonrpc.REQUEST, jsonrpc.NOTIFICATION, jsonrpc.RESPONSE, jsonrpc.INVALID)
-
 
 @THOROUGH
 @given(valid_messages)
@@ -198,242 +132,6 @@ def test_peek_id(case: tuple[dict[str, Any], str], order: str, rnd: Any, spaced:
     leading = keys[:1] == ["id"] or (keys[:2] == ["jsonrpc", "id"])
     if leading and (isinstance(rid, int) or (isinstance(rid, str) and rid.isascii() and rid.isalnum() and len(rid) < 100)):
         assert jsonrpc.peek_id(text) == rid
-
-
-@QUICK
-@given(st.one_of(st.binary(max_size=80), weird_bytes.map(lambda b: b[:300])))
-@example(b'{"id":"\\ud800","x":1}')
-@example(b'{"id":' + b"9" * 5000 + b",")
-@example(b'{"id":"\x00\x00\x00",')
-@example(b'{"id":"\xff\xfe",')
-def test_peek_id_never_raises(head: bytes) -> None:
-    peeked = jsonrpc.peek_id(head)
-    assert peeked is None or jsonrpc.is_valid_id(peeked)
-
-
-# --------------------------------------------------------------------------------------------------
-# SSE: a reference implementation of the WHATWG event-stream interpretation
-# https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation
-# --------------------------------------------------------------------------------------------------
-
-BOM = b"\xef\xbb\xbf"
-
-
-class Dispatch(NamedTuple):
-    """One event mcpcall's decoder must yield, and what WHATWG makes of it."""
-
-    whatwg: bool  # True: WHATWG dispatches it too; False: it only carries an id/retry (mcpcall's extension)
-    type: str
-    data: str
-    block_id: str | None  # the id field of this block, if any (sseclient's Event.id)
-    block_retry: int | None  # the valid retry field of this block, if any (Event.retry)
-    last_event_id: str  # WHATWG's last event ID string when the event is dispatched
-
-
-class Reference(NamedTuple):
-    dispatches: list[Dispatch]
-    last_event_id: str  # WHATWG's last event ID string at the end
-    reconnection_time: int | None  # None: the stream never set one
-
-
-def whatwg_parse(stream: bytes) -> Reference:
-    """Interpret a whole event stream, as the spec says, plus mcpcall's two deliberate differences.
-
-    Differences, both marked below: (1) a block with no data but an id or a
-    retry also yields an event (data ""), so a client can resume; (2) the
-    reconnection time is clamped to MAX_RETRY_MS.
-    """
-    # Decode: UTF-8 decode (strips one leading BOM), errors replaced by U+FFFD.
-    stream = stream.removeprefix(BOM)
-    text = stream.decode("utf-8", "replace")
-    # Lines end in CRLF, LF or CR. What follows the last line end is an unfinished line: never processed.
-    lines = re.split("\r\n|\r|\n", text)[:-1]
-
-    data = ""
-    event_type = ""
-    last_id_buffer = ""
-    last_id = ""
-    reconnection_time: int | None = None
-    block_id: str | None = None  # for difference (1)
-    block_retry: int | None = None  # for difference (1)
-    dispatches: list[Dispatch] = []
-    for line in lines:
-        if line == "":  # dispatch the event
-            last_id = last_id_buffer
-            if data == "":
-                if block_id is not None or block_retry is not None:  # difference (1)
-                    dispatches.append(Dispatch(False, event_type or "message", "", block_id, block_retry, last_id))
-            else:
-                data = data.removesuffix("\n")
-                dispatches.append(Dispatch(True, event_type or "message", data, block_id, block_retry, last_id))
-            data = event_type = ""
-            block_id = block_retry = None
-            continue
-        if line.startswith(":"):
-            continue  # comment
-        if ":" in line:
-            field, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-        else:
-            field, value = line, ""
-        if field == "event":
-            event_type = value
-        elif field == "data":
-            data += value + "\n"
-        elif field == "id":
-            if "\0" not in value:
-                last_id_buffer = block_id = value
-        elif field == "retry" and value and all(c in "0123456789" for c in value):
-            # Decimal, not int(): int() refuses more than 4300 digits. Clamped: difference (2).
-            reconnection_time = block_retry = int(min(Decimal(value), Decimal(MAX_RETRY_MS)))
-        # any other field is ignored
-    return Reference(dispatches, last_id, reconnection_time)
-
-
-def may_be_oversize(stream: bytes, limit: int) -> bool:
-    """True when a line, or one event's data (each line + 1), is over ``limit`` bytes: the decoder may refuse it."""
-    stream = stream.removeprefix(BOM)
-    size = 0
-    for line in re.split(b"\r\n|\r|\n", stream):
-        if len(line) > limit:
-            return True
-        if not line:
-            size = 0
-            continue
-        field, colon, value = line.partition(b":")
-        if field == b"data":
-            size += len(value) - (1 if colon and value[:1] == b" " else 0) + 1
-            if size > limit:
-                return True
-    return False
-
-
-# The stream grammar.
-line_ends = st.sampled_from([b"\n", b"\r", b"\r\n"])
-field_names = st.sampled_from(["data", "data", "data", "event", "id", "retry", "retry", "dat", "datas", "Data", "", "foo",
-                               "data ", " data", "\ufeffdata", "ïd"])
-retry_values = st.one_of(
-    st.integers(0, 2**40).map(str),
-    st.integers(0, 6000).map(lambda n: "9" * n),  # up to thousands of digits
-    st.tuples(st.integers(0, 50), st.integers(0, 99999)).map(lambda t: "0" * t[0] + str(t[1])),
-    st.sampled_from(["", " 5", "5 ", "-5", "+5", "1e3", "5.0", "\u0663", "\u00b2", "\uff15", "0x10"]),
-)
-field_values = st.one_of(
-    st.text(max_size=12),
-    st.sampled_from(["", " ", "  x", ":", "a:b", "\x00", "x\x00y", "\ufeff", "\u2028", "é", "\U0001f600", "message"]),
-    retry_values,
-)
-
-
-@st.composite
-def sse_lines(draw: Any) -> bytes:
-    kind = draw(st.sampled_from(["field", "field", "field", "blank", "blank", "comment", "bare", "raw"]))
-    if kind == "blank":
-        return draw(line_ends)
-    if kind == "raw":  # arbitrary bytes, perhaps with line breaks or broken UTF-8 in them
-        return draw(st.binary(max_size=10)) + draw(st.one_of(line_ends, st.just(b"")))
-    if kind == "comment":
-        return b":" + draw(st.text(max_size=10)).encode() + draw(line_ends)
-    name: str = draw(field_names)
-    if kind == "bare":  # a field with no colon: its value is empty
-        return name.encode() + draw(line_ends)
-    space = draw(st.sampled_from(["", " ", "  "]))
-    return (name + ":" + space + draw(field_values)).encode() + draw(line_ends)
-
-
-sse_streams = st.tuples(
-    st.sampled_from([b"", b"", b"", BOM, BOM + BOM, b"\xef\xbb", b"\xef", b"\xbb\xbf", b"\xef\xbb\xbe"]),
-    st.lists(sse_lines(), max_size=25),
-    st.sampled_from([b"", b"", b"\n", b"\r\n", b"\r", b"data: tail"]),
-).map(lambda t: t[0] + b"".join(t[1]) + t[2])
-
-
-def chunkings(stream: bytes) -> st.SearchStrategy[list[bytes]]:
-    """Ways to cut ``stream`` into chunks: anywhere, empty chunks included, inside CRLFs and UTF-8 sequences."""
-    n = len(stream)
-    inside_crlf = [i + 1 for i in range(n) if stream[i] == 0x0D]
-    inside_utf8 = [i + 1 for i in range(n) if stream[i] >= 0xC0] + [i + 2 for i in range(n - 1) if stream[i] >= 0xE0]
-    inside_bom = [1, 2] if n >= 2 else []
-
-    def cut(points: list[int]) -> list[bytes]:
-        points = sorted(min(max(p, 0), n) for p in points)
-        return [stream[a:b] for a, b in zip([0, *points], [*points, n])]
-
-    return st.one_of(
-        st.just([stream]),
-        st.lists(st.integers(0, n), max_size=12).map(cut),  # repeated points make empty chunks
-        st.lists(st.sampled_from(inside_crlf + inside_utf8 + inside_bom + [0, n]), max_size=12).map(lambda p: cut(p + p[:3])),
-        st.just(cut([*range(n + 1), *range(n + 1)])),  # one byte at a time, an empty chunk after each
-    )
-
-
-def run_decoder(chunks: list[bytes], limit: int) -> tuple[list[Any], SSEDecoder]:
-    decoder = SSEDecoder(max_event_bytes=limit)
-    events: list[Any] = []
-    for chunk in chunks:
-        events += decoder.feed(chunk)
-    return events, decoder
-
-
-def check_against_reference(stream: bytes, chunks: list[bytes], limit: int) -> None:
-    assert b"".join(chunks) == stream
-    try:
-        events, decoder = run_decoder(chunks, limit)
-    except ProtocolError:
-        assert may_be_oversize(stream, limit), "ProtocolError, though no line or event is over the limit"
-        return
-    ref = whatwg_parse(stream)
-    # Every event mcpcall yields, with the fields sseclient's Event carries.
-    assert [(e.event, e.data, e.id, e.retry) for e in events] == [(d.type, d.data, d.block_id, d.block_retry) for d in ref.dispatches]
-    # The WHATWG view: the events with data, each with the last event id in force when it was dispatched.
-    whatwg_view = []
-    last_id = ""
-    for event, dispatch in zip(events, ref.dispatches):
-        if event.id is not None:
-            last_id = event.id
-        if dispatch.whatwg:
-            whatwg_view.append((event.event, event.data, last_id))
-    assert whatwg_view == [(d.type, d.data, d.last_event_id) for d in ref.dispatches if d.whatwg]
-    # The state a reconnection uses. (None: never set; WHATWG starts from the empty string.)
-    assert (decoder.last_event_id if decoder.last_event_id is not None else "") == ref.last_event_id
-    assert decoder.retry_ms == ref.reconnection_time
-
-
-@THOROUGH
-@given(st.data())
-def test_sse_decoder_matches_reference(data: Any) -> None:
-    stream = data.draw(sse_streams, label="stream")
-    chunks = data.draw(chunkings(stream), label="chunks")
-    limit = data.draw(st.one_of(st.just(64 * 1024 * 1024), st.integers(1, 40)), label="limit")
-    check_against_reference(stream, chunks, limit)
-
-
-@pytest.mark.parametrize(
-    "chunks",
-    [
-        [b"data: x\r", b"", b"\n\n"],  # an empty chunk inside a split CRLF
-        [b"data: x\r", b"", b"\ndata: y\r\n", b"\r", b"", b"\n"],
-        [b"\xef", b"\xbb", b"", b"\xbfdata: x\n\n"],  # a BOM split three ways
-        [BOM + b"event: e\r\ndata: \xe2\x82", b"\xac\r\n\r\n"],  # a UTF-8 sequence split across chunks
-        [b"retry: " + b"9" * 10_000 + b"\n\n"],
-        [b"retry: 12\nid: 3\n\nevent: x\n\nfoo\n\nid\n\ndata\n\n"],
-        [b"id: a\x00b\ndata: 1\n\nid: \xff\n\n: c\ndata:2\ndata:  3\r\rdata: unfinished"],
-    ],
-)
-def test_sse_decoder_matches_reference_examples(chunks: list[bytes]) -> None:
-    check_against_reference(b"".join(chunks), chunks, 64 * 1024 * 1024)
-    check_against_reference(b"".join(chunks), [bytes([b]) for b in b"".join(chunks)], 64 * 1024 * 1024)
-
-
-def test_reference_follows_the_spec_example() -> None:
-    # The reference itself, on the spec's examples (so it is not just checked against the decoder).
-    ref = whatwg_parse(b"data: YHOO\ndata: +2\ndata: 10\n\n: test stream\n\ndata: first event\nid: 1\n\n"
-                       b"data:second event\nid\n\ndata:  third event\n\ndata\n\ndata\ndata\n\ndata:\n")
-    assert [(d.data, d.last_event_id) for d in ref.dispatches if d.whatwg] == [
-        ("YHOO\n+2\n10", ""), ("first event", "1"), ("second event", ""), (" third event", ""), ("", ""), ("\n", "")]
-    assert whatwg_parse(BOM + b"data: x\n\n").dispatches[0].data == "x"
-    assert whatwg_parse(BOM + BOM + b"data: x\n\n").dispatches == []
-    assert whatwg_parse(b"retry: 7\ndata: never dispatched").reconnection_time == 7
 
 
 # --------------------------------------------------------------------------------------------------

@@ -296,55 +296,7 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
     max_leaves=6,
 )
-type_names = st.sampled_from(["string", "number", "integer", "boolean", "array", "object", "null", "weird"])
-keywords = st.sampled_from([
-    "$schema", "$id", "$comment", "additionalProperties", "examples", "default", "title", "description", "format",
-    "minimum", "exclusiveMaximum", "multipleOf", "minLength", "pattern", "uniqueItems", "not", "if", "then",
-    "patternProperties", "propertyNames", "contentEncoding", "deprecated", "readOnly", "minItems",
-])  # fmt: skip
-
-
-def schemas() -> st.SearchStrategy[Any]:
-    leaf = st.fixed_dictionaries(
-        {}, optional={"type": type_names | st.lists(type_names, max_size=3), "const": json_values,
-                      "enum": st.lists(json_values, max_size=3), "$ref": st.sampled_from(["#", "#/$defs/A", "#/x", "http://x"])},
-    ).flatmap(lambda d: st.dictionaries(keywords, json_values, max_size=3).map(lambda extra: {**extra, **d}))  # fmt: skip
-    return st.recursive(
-        leaf,
-        lambda inner: st.one_of(
-            st.builds(lambda props, req: {"type": "object", "properties": props, "required": req},
-                      st.dictionaries(st.text(max_size=3), inner, max_size=3), st.lists(st.text(max_size=3), max_size=3)),
-            st.builds(lambda items: {"type": "array", "items": items}, inner),
-            st.builds(lambda key, branches: {key: branches}, st.sampled_from(["anyOf", "oneOf", "allOf"]),
-                      st.lists(inner, max_size=3)),
-            st.builds(lambda base, defs: {**base, "$defs": {"A": defs}}, inner, inner),
-        ),
-        max_leaves=12,
-    )  # fmt: skip
-
-
-@QUICK
-@given(schemas())
-def test_gemini_schema_property(schema: Any) -> None:
-    before = copy.deepcopy(schema)
-    out = gemini_schema(schema)
-    assert schema == before  # never mutated
-    assert out["type"] == "OBJECT"
-    if out["properties"]:
-        walk_gemini(out)
-    else:  # no parameters: to_gemini_tools leaves ``parameters`` out
-        assert set(out) <= {"type", "properties", "title", "description"}
-    json.dumps(out)  # plain JSON
-
-
-@QUICK
-@given(schemas())
-def test_object_schema_property(schema: Any) -> None:
-    before = copy.deepcopy(schema)
-    out = object_schema(schema)
-    assert schema == before
-    assert out["type"] == "object" and isinstance(out["properties"], dict)
-    assert not {"anyOf", "oneOf", "allOf"} & set(out)
+# The properties of gemini_schema and object_schema over any schema are in tests/fuzz/test_fuzz_registry.py.
 
 
 # ---------------------------------------------------------------- tool calls in
