@@ -204,11 +204,12 @@ class SSETransport(HTTPBase):
             stream.retired = True
         if ends and not self._closing.is_set() and self._receiver is not None:
             # HTTP+SSE has no way to resume: the endpoint (the session) died with the stream.
-            self._receiver.on_close(ConnectionClosed(
+            error = ConnectionClosed(
                 f"server {self.name!r} {reason}; this HTTP+SSE connection is over: connect again (a new client)"
-            ))
+            )
+            self._receiver.on_close(error)
             # Its POSTs in flight too: a caller running its own (a connect that hangs) is freed now, not by a timeout.
-            self._abort_exchanges()
+            self._abort_exchanges(error)
 
     def _events(self, response: Any, stream: _Stream) -> str:
         # An event over the limit is skipped (not held) and fails the one request it names, as an oversize
