@@ -234,10 +234,12 @@ class SSETransport(HTTPBase):
             large = isinstance(event, LargeEvent)
             if event.event not in ("message", "") or not (large or event.data):
                 continue
-            message, _ = self.event_message(event)
+            message, failed = self.event_message(event)
             if message is not None:
                 self._deliver(message)
                 self._answered(message, stream)
+            elif failed is not None:  # an answer cut short: that request failed, no other answer is awaited
+                self._settled(failed, stream)
         return "closed the SSE stream"
 
     def _oversize(self, event: OversizeEvent, stream: _Stream) -> None:
@@ -248,17 +250,25 @@ class SSETransport(HTTPBase):
         )
         if stream.endpoint is None:
             raise error  # before the endpoint: start() fails with it
+        request_id = jsonrpc.peek_id(event.head)
+        if request_id is not None:
+            self._settled(request_id, stream)
+        else:  # every request in flight fails: none of their answers is awaited any more
+            with self._lock:
+                stream.awaiting.clear()
         if self._receiver is not None:
-            self._receiver.on_bad_message(error, jsonrpc.peek_id(event.head))
+            self._receiver.on_bad_message(error, request_id)
 
     def _answered(self, message: Any, stream: _Stream) -> None:
-        """``message`` came on ``stream``; if it answers a request whose POST is still going, end that POST
-        :data:`ACK_GRACE` seconds from now (it has nothing left to give, and its caller may be running it)."""
-        if not isinstance(message, dict) or "method" in message:
-            return
-        request_id = message.get("id")
-        if request_id.__class__ not in (str, int):
-            return
+        """``message`` came on ``stream``: the requests it answers are settled (:meth:`_settled`)."""
+        for item in message if isinstance(message, list) else (message,):  # a batch answers several
+            if isinstance(item, dict) and "method" not in item and item.get("id").__class__ in (str, int):
+                self._settled(item["id"], stream)
+
+    def _settled(self, request_id: Any, stream: _Stream) -> None:
+        """The answer to ``request_id`` came on ``stream`` (or one that failed it): it is awaited no more, and a POST
+        of it still going ends :data:`ACK_GRACE` seconds from now (it has nothing left to give, and its caller may
+        be running it)."""
         with self._lock:
             stream.awaiting.pop(request_id, None)
             exchange = self._exchanges.get(request_id)
