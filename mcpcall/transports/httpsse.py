@@ -250,6 +250,10 @@ class SSETransport(HTTPBase):
         )
         if stream.endpoint is None:
             raise error  # before the endpoint: start() fails with it
+        if event.event not in ("message", ""):  # no answer (a server's own kind of event), skipped as any of its size
+            self._log(logging.DEBUG, "server %r: skipped an SSE event %r of %d bytes", self.name, event.event[:50],
+                      event.size)
+            return
         request_id = jsonrpc.peek_id(event.head)
         if request_id is not None:
             self._settled(request_id, stream)

@@ -117,6 +117,19 @@ def test_an_http_sse_stream_event_over_the_limit_leaves_nothing_of_its_call_behi
             client.transport._stream.awaiting  # type: ignore[attr-defined]
 
 
+def test_an_http_sse_stream_event_of_another_type_over_the_limit_fails_no_call(server: FaultServer) -> None:
+    # An event that is not a message (a server's own "ping") is no answer, whatever its size: skipped as one of
+    # normal size is, it fails no call (not every call in flight, as a message event that names no request does).
+    server.modern = False
+    with mcpcall.connect(server.origin + "/sse", protocol="auto", max_message_bytes=100_000, timeout=20) as client:
+        server.sse_junk = b"event: ping\ndata: " + b"x" * 1_000 + b"\n\n"
+        assert client.call_tool("echo", {"message": "small"}).text == "small"
+        server.sse_junk = b"event: ping\ndata: " + b"x" * 400_000 + b"\n\n"
+        assert client.call_tool("echo", {"message": "large"}).text == "large"
+        server.sse_junk = b"data: " + b"x" * 400_000 + b"\nevent: ping\n\n"  # its type may come last
+        assert client.call_tool("echo", {"message": "last"}).text == "last"
+
+
 def test_a_listen_stream_event_over_the_limit_is_dropped_and_the_client_goes_on(server: FaultServer,
                                                                               caplog: pytest.LogCaptureFixture) -> None:
     # The Streamable HTTP GET stream of server-initiated messages: an event too large ends that stream
