@@ -260,7 +260,7 @@ class HTTPBase(Transport):
         self._unreached: str | None = None  # what the last exchange that ended gave up on while connecting
         self._closing = threading.Event()
         self._closed = False
-        self._ended: ConnectionClosed | None = None  # why the connection ended on its own (:meth:`_abort_exchanges`)
+        self._ended: ConnectionClosed | None = None  # why the connection ended on its own (under _lock)
 
     def _log_as(self, level: int, fmt: str, *args: Any, logger: str = "") -> None:
         """A record of an auth hook's (on a worker), emitted off the I/O thread like the transport's own."""
@@ -685,11 +685,10 @@ class HTTPBase(Transport):
         if exchange is not None:
             exchange.abort()  # its worker sees the shut socket, closes the response and moves on
 
-    def _abort_exchanges(self, error: ConnectionClosed) -> None:
-        """Abort every exchange under way (requests, notices, acknowledgements): the connection is over (``error``
-        says why; an acknowledgement aborted or sent from now on raises it, not a timeout)."""
+    def _abort_exchanges(self) -> None:
+        """Abort every exchange under way (requests, notices, acknowledgements): the connection is over (set
+        ``_ended`` first: an acknowledgement aborted here, or sent from then on, raises it, not a timeout)."""
         with self._lock:
-            self._ended = error
             exchanges = list(self._exchanges.values()) + list(self._active)
         for exchange in exchanges:
             exchange.abort()

@@ -126,6 +126,9 @@ class SSETransport(HTTPBase):
         with self._lock:
             if self._closing.is_set():
                 raise ConnectionClosed(f"client for server {self.name!r} is closed")
+            ended = self._ended
+            if ended is not None:  # the connection is over: no stream, no session is of use any more
+                raise ConnectionClosed(str(ended))
             old = self._stream
             stream = self._stream = _Stream()  # before it is read from: a stream that ends closes the connection
         started = monotonic()
@@ -198,18 +201,20 @@ class SSETransport(HTTPBase):
                 reason = f"dropped the SSE stream ({_short(exc)})"
         finally:
             stream.ready.set()
+        error = None
         with self._lock:
             # The current session's stream ended on its own: the connection is over. (One retired ended as told.)
-            ends = stream is self._stream and not stream.retired and stream.endpoint is not None
+            if stream is self._stream and not stream.retired and stream.endpoint is not None and not self._closing.is_set():
+                # HTTP+SSE has no way to resume: the endpoint (the session) died with the stream. Known before
+                # anyone hears of it: no new session is started, no notification sent, after it.
+                error = self._ended = ConnectionClosed(
+                    f"server {self.name!r} {reason}; this HTTP+SSE connection is over: connect again (a new client)"
+                )
             stream.retired = True
-        if ends and not self._closing.is_set() and self._receiver is not None:
-            # HTTP+SSE has no way to resume: the endpoint (the session) died with the stream.
-            error = ConnectionClosed(
-                f"server {self.name!r} {reason}; this HTTP+SSE connection is over: connect again (a new client)"
-            )
+        if error is not None and self._receiver is not None:
             self._receiver.on_close(error)
             # Its POSTs in flight too: a caller running its own (a connect that hangs) is freed now, not by a timeout.
-            self._abort_exchanges(error)
+            self._abort_exchanges()
 
     def _events(self, response: Any, stream: _Stream) -> str:
         # An event over the limit is skipped (not held) and fails the one request it names, as an oversize
