@@ -156,7 +156,9 @@ class RequestFuture(Future):  # type: ignore[type-arg]
             self.add_done_callback(lambda _done: self.add_checked_callback(fn))
             return
         with self._condition:
-            if self._check is not None:
+            # Only a result is checked: a Future cancelled or failed after its check was set (a cancel between the
+            # reader's transform and its settle) is final as it is, and no reader will ever run that check.
+            if self._check is not None and self._state == "FINISHED" and self._exception is None:
                 if self._checked_callbacks is None:
                     self._checked_callbacks = []
                 self._checked_callbacks.append(fn)

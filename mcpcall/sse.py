@@ -343,7 +343,17 @@ class SSEDecoder:
             if isinstance(value, (_Taken, _Long)):
                 value.release()
             return
-        self._data.append(value)
+        data = self._data
+        if data and data[-1].__class__ is bytearray and (value.__class__ is bytes or value.__class__ is bytearray):
+            # Short lines join the one before (a bytearray of this decoder's own): an event of a million short
+            # lines holds its bytes, not a million objects of 60 bytes each for a byte counted.
+            last = data[-1]
+            last += b"\n"
+            last += value
+        elif value.__class__ is bytes:
+            data.append(bytearray(value))  # (a copy of a short line, which the lines after it may join)
+        else:
+            data.append(value)
         self._data_size += len(value) + 1
         if self._data_size > self.max_event_bytes:
             raise ProtocolError(f"an SSE event is larger than the limit of {self.max_event_bytes} bytes")

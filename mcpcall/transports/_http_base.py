@@ -260,6 +260,7 @@ class HTTPBase(Transport):
         self._unreached: str | None = None  # what the last exchange that ended gave up on while connecting
         self._closing = threading.Event()
         self._closed = False
+        self._ended: ConnectionClosed | None = None  # why the connection ended on its own (under _lock)
 
     def _log_as(self, level: int, fmt: str, *args: Any, logger: str = "") -> None:
         """A record of an auth hook's (on a worker), emitted off the I/O thread like the transport's own."""
@@ -637,7 +638,11 @@ class HTTPBase(Transport):
         with self._lock:
             if self._closing.is_set():
                 raise ConnectionClosed(f"client for server {self.name!r} is closed")
-            self._active.add(exchange)
+            ended = self._ended
+            if ended is None:
+                self._active.add(exchange)
+        if ended is not None:
+            raise ConnectionClosed(f"{ended} (not sent: {job.method})")
         timer = get_scheduler().schedule(seconds, exchange.abort) if seconds != math.inf else None
         error: BaseException | None = None
         try:
@@ -658,6 +663,9 @@ class HTTPBase(Transport):
             return
         if self._closing.is_set():
             raise ConnectionClosed(f"client for server {self.name!r} was closed while sending {job.method}")
+        ended = self._ended
+        if ended is not None:  # aborted with every exchange when the connection ended, not by its deadline
+            raise ConnectionClosed(f"{ended} (while sending {job.method})")
         if not exchange.connected:  # the deadline came while connecting: nothing was sent
             note = f" ({lookup_note(exchange.unresolved)})" if exchange.unresolved is not None else ""
             raise RequestTimeout(
@@ -678,7 +686,8 @@ class HTTPBase(Transport):
             exchange.abort()  # its worker sees the shut socket, closes the response and moves on
 
     def _abort_exchanges(self) -> None:
-        """Abort every exchange under way (requests, notices, acknowledgements): the connection is over."""
+        """Abort every exchange under way (requests, notices, acknowledgements): the connection is over (set
+        ``_ended`` first: an acknowledgement aborted here, or sent from then on, raises it, not a timeout)."""
         with self._lock:
             exchanges = list(self._exchanges.values()) + list(self._active)
         for exchange in exchanges:

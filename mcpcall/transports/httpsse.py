@@ -126,6 +126,9 @@ class SSETransport(HTTPBase):
         with self._lock:
             if self._closing.is_set():
                 raise ConnectionClosed(f"client for server {self.name!r} is closed")
+            ended = self._ended
+            if ended is not None:  # the connection is over: no stream, no session is of use any more
+                raise ConnectionClosed(str(ended))
             old = self._stream
             stream = self._stream = _Stream()  # before it is read from: a stream that ends closes the connection
         started = monotonic()
@@ -198,15 +201,18 @@ class SSETransport(HTTPBase):
                 reason = f"dropped the SSE stream ({_short(exc)})"
         finally:
             stream.ready.set()
+        error = None
         with self._lock:
             # The current session's stream ended on its own: the connection is over. (One retired ended as told.)
-            ends = stream is self._stream and not stream.retired and stream.endpoint is not None
+            if stream is self._stream and not stream.retired and stream.endpoint is not None and not self._closing.is_set():
+                # HTTP+SSE has no way to resume: the endpoint (the session) died with the stream. Known before
+                # anyone hears of it: no new session is started, no notification sent, after it.
+                error = self._ended = ConnectionClosed(
+                    f"server {self.name!r} {reason}; this HTTP+SSE connection is over: connect again (a new client)"
+                )
             stream.retired = True
-        if ends and not self._closing.is_set() and self._receiver is not None:
-            # HTTP+SSE has no way to resume: the endpoint (the session) died with the stream.
-            self._receiver.on_close(ConnectionClosed(
-                f"server {self.name!r} {reason}; this HTTP+SSE connection is over: connect again (a new client)"
-            ))
+        if error is not None and self._receiver is not None:
+            self._receiver.on_close(error)
             # Its POSTs in flight too: a caller running its own (a connect that hangs) is freed now, not by a timeout.
             self._abort_exchanges()
 
@@ -233,10 +239,12 @@ class SSETransport(HTTPBase):
             large = isinstance(event, LargeEvent)
             if event.event not in ("message", "") or not (large or event.data):
                 continue
-            message, _ = self.event_message(event)
+            message, failed = self.event_message(event)
             if message is not None:
                 self._deliver(message)
                 self._answered(message, stream)
+            elif failed is not None:  # an answer cut short: that request failed, no other answer is awaited
+                self._settled(failed, stream)
         return "closed the SSE stream"
 
     def _oversize(self, event: OversizeEvent, stream: _Stream) -> None:
@@ -247,17 +255,29 @@ class SSETransport(HTTPBase):
         )
         if stream.endpoint is None:
             raise error  # before the endpoint: start() fails with it
+        if event.event not in ("message", ""):  # no answer (a server's own kind of event), skipped as any of its size
+            self._log(logging.DEBUG, "server %r: skipped an SSE event %r of %d bytes", self.name, event.event[:50],
+                      event.size)
+            return
+        request_id = jsonrpc.peek_id(event.head)
+        if request_id is not None:
+            self._settled(request_id, stream)
+        else:  # every request in flight fails: none of their answers is awaited any more
+            with self._lock:
+                stream.awaiting.clear()
         if self._receiver is not None:
-            self._receiver.on_bad_message(error, jsonrpc.peek_id(event.head))
+            self._receiver.on_bad_message(error, request_id)
 
     def _answered(self, message: Any, stream: _Stream) -> None:
-        """``message`` came on ``stream``; if it answers a request whose POST is still going, end that POST
-        :data:`ACK_GRACE` seconds from now (it has nothing left to give, and its caller may be running it)."""
-        if not isinstance(message, dict) or "method" in message:
-            return
-        request_id = message.get("id")
-        if request_id.__class__ not in (str, int):
-            return
+        """``message`` came on ``stream``: the requests it answers are settled (:meth:`_settled`)."""
+        for item in message if isinstance(message, list) else (message,):  # a batch answers several
+            if isinstance(item, dict) and "method" not in item and item.get("id").__class__ in (str, int):
+                self._settled(item["id"], stream)
+
+    def _settled(self, request_id: Any, stream: _Stream) -> None:
+        """The answer to ``request_id`` came on ``stream`` (or one that failed it): it is awaited no more, and a POST
+        of it still going ends :data:`ACK_GRACE` seconds from now (it has nothing left to give, and its caller may
+        be running it)."""
         with self._lock:
             stream.awaiting.pop(request_id, None)
             exchange = self._exchanges.get(request_id)

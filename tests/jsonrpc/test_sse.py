@@ -213,3 +213,26 @@ def test_an_event_over_the_limit_still_raises_without_skip_oversize() -> None:
     with pytest.raises(ProtocolError, match="limit"):
         for chunk in _split(OVERSIZE_STREAMS["many lines"], 4096):
             decoder.feed(chunk)
+
+
+@pytest.mark.parametrize("line", [b"data:\n", b"data: x\n", b"data\n"])
+def test_an_event_of_many_short_data_lines_holds_about_what_it_counts(line: bytes) -> None:
+    # The limit counts an event's data (and one byte per line break); what the decoder holds for it must stay
+    # near that, not grow by a Python object per line (4 MiB counted of empty data lines were 260 MB held).
+    import tracemalloc
+
+    limit = 1024 * 1024
+    decoder = SSEDecoder(max_event_bytes=limit, skip_oversize=True)
+    count = 200_000  # at most 2 bytes counted each: under the limit
+    tracemalloc.start()
+    try:
+        for _ in range(count // 10_000):
+            assert decoder.feed(line * 10_000) == []
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert 0 < decoder._data_size <= limit
+    assert held < 3 * limit, f"{held / 1e6:.0f} MB held for {decoder._data_size / 1e6:.1f} MB counted"
+    events = decoder.feed(b"\n")  # the event ends: its data is every line's value, joined by line breaks
+    value = line[line.index(b":") + 1 :].strip() if b":" in line else b""
+    assert len(events) == 1 and events[0].data == "\n".join([value.decode()] * count)

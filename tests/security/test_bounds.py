@@ -98,6 +98,38 @@ def test_an_http_sse_stream_event_over_the_limit_fails_its_call_and_the_stream_g
         assert client.call_tool("echo", {"message": "after"}).text == "after"
 
 
+def test_an_http_sse_stream_event_over_the_limit_leaves_nothing_of_its_call_behind(server: FaultServer) -> None:
+    # The call an oversize event failed is over: the transport awaits no answer for it any more (a client that
+    # runs for days must not keep one entry per such call).
+    server.modern = False
+    with mcpcall.connect(server.origin + "/sse", protocol="auto", max_message_bytes=100_000, timeout=20) as client:
+        for _ in range(3):
+            with pytest.raises(ProtocolError, match="over the limit of 100000 bytes"):
+                client.call_tool("big", {"size": 400_000})
+        # An answer cut short (not JSON) that names its request fails it too (events naming each id the call may have;
+        # here its real answer follows, which would settle it anyway).
+        server.sse_junk = b"".join(b'data: {"jsonrpc": "2.0", "id": %d, "result": \n\n' % i for i in range(1, 30))
+        with pytest.raises(ProtocolError, match="not valid JSON"):
+            client.call_tool("echo", {"message": "cut short"})
+        server.sse_junk = b""
+        assert client.call_tool("echo", {"message": "after"}).text == "after"
+        assert wait_until(lambda: not client.transport._stream.awaiting, timeout=5), \
+            client.transport._stream.awaiting  # type: ignore[attr-defined]
+
+
+def test_an_http_sse_stream_event_of_another_type_over_the_limit_fails_no_call(server: FaultServer) -> None:
+    # An event that is not a message (a server's own "ping") is no answer, whatever its size: skipped as one of
+    # normal size is, it fails no call (not every call in flight, as a message event that names no request does).
+    server.modern = False
+    with mcpcall.connect(server.origin + "/sse", protocol="auto", max_message_bytes=100_000, timeout=20) as client:
+        server.sse_junk = b"event: ping\ndata: " + b"x" * 1_000 + b"\n\n"
+        assert client.call_tool("echo", {"message": "small"}).text == "small"
+        server.sse_junk = b"event: ping\ndata: " + b"x" * 400_000 + b"\n\n"
+        assert client.call_tool("echo", {"message": "large"}).text == "large"
+        server.sse_junk = b"data: " + b"x" * 400_000 + b"\nevent: ping\n\n"  # its type may come last
+        assert client.call_tool("echo", {"message": "last"}).text == "last"
+
+
 def test_a_listen_stream_event_over_the_limit_is_dropped_and_the_client_goes_on(server: FaultServer,
                                                                               caplog: pytest.LogCaptureFixture) -> None:
     # The Streamable HTTP GET stream of server-initiated messages: an event too large ends that stream

@@ -95,3 +95,28 @@ def test_a_task_answered_at_once_is_checked_where_its_result_is_read() -> None:
         with pytest.raises(SchemaValidationError):
             task.result(10)
     assert threads == [threading.current_thread().name]
+
+
+def test_a_call_cancelled_as_its_answer_came_still_calls_its_checked_callbacks(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The reader's transform gives the result its check, then settles the Future; a cancel in between wins. The
+    # Future ends cancelled with a check no reader will ever run (result() raises CancelledError first): whoever
+    # waits for its final outcome (the registry's stats) must hear of it now, not never.
+    from mcpcall.dispatcher import RequestFuture
+
+    set_check = RequestFuture.check_on_read
+
+    def cancelled_meanwhile(self: RequestFuture, check: Callable[[], None]) -> None:
+        set_check(self, check)
+        self.cancel()  # the caller, at that very moment
+
+    monkeypatch.setattr(RequestFuture, "check_on_read", cancelled_meanwhile)
+    with Client(MemoryTransport(server({"sum": 3})), timeout=10).connect() as client:
+        client.list_tools()
+        early = client.call_tool_future("add", {})
+        heard: List[Any] = []
+        done = threading.Event()
+        early.add_checked_callback(lambda f: (heard.append(f.cancelled()), done.set()))  # before or after: both must run
+        assert done.wait(5), "the checked callback never ran"
+        late: List[Any] = []
+        early.add_checked_callback(lambda f: late.append(f.cancelled()))
+        assert heard == [True] and late == [True]

@@ -692,3 +692,61 @@ def test_a_url_that_is_no_mcp_endpoint_says_so() -> None:
         web.shutdown()
         web.server_close()
         thread.join(5)
+
+
+def test_sse_transport_stream_death_ends_a_notification_waiting_for_its_acknowledgement(server: FaultServer) -> None:
+    # The stream dies while a caller waits for a notification's 202: the connection is over, and the caller
+    # hears that (ConnectionClosed) at once, not a timeout it never reached.
+    server.modern = False
+    server.stall.add("notifications/roots/list_changed")
+    server.reset.add("echo")
+    with connect(server.origin + "/sse", transport="sse", timeout=30) as client:
+        client.list_tools()
+        outcome: list[BaseException | None] = []
+
+        def notify() -> None:
+            try:
+                client.notify("notifications/roots/list_changed", timeout=30)
+                outcome.append(None)
+            except BaseException as exc:  # noqa: BLE001 - looked at below
+                outcome.append(exc)
+
+        waiter = threading.Thread(target=notify)
+        waiter.start()
+        assert server.wait_for(lambda: bool(server.requests("notifications/roots/list_changed")))
+        with pytest.raises(mcpcall.ConnectionClosed):
+            client.call_tool("echo", {"message": "the stream resets"})
+        waiter.join(10)
+        assert not waiter.is_alive()
+        assert len(outcome) == 1 and isinstance(outcome[0], mcpcall.ConnectionClosed), outcome
+        assert not isinstance(outcome[0], mcpcall.RequestTimeout)
+        assert "this HTTP+SSE connection is over" in str(outcome[0]), outcome[0]
+        assert "while sending notifications/roots/list_changed" in str(outcome[0]), outcome[0]
+        with pytest.raises(mcpcall.ConnectionClosed, match="connection is over"):  # and none is POSTed after
+            client.notify("notifications/roots/list_changed", timeout=30)
+    assert len(server.requests("notifications/roots/list_changed")) == 1
+
+
+def test_sse_transport_no_new_session_once_the_connection_is_over(server: FaultServer) -> None:
+    # The stream of a new session (named its endpoint, not initialized yet) ends: the connection is over, every
+    # call fails with that, and none opens yet another stream for a session nobody can use.
+    from tests.servers.http_fault_server import _RESET
+
+    server.modern = False
+    with connect(server.origin + "/sse", transport="sse", timeout=10) as client:
+        client.list_tools()
+        server.expire_after = server.sessions[sse_session(client)]
+        with pytest.raises(mcpcall.SessionExpired):
+            client.call_tool("echo", {"message": "refused"})
+        server.expire_after = None
+        server.stall.add("initialize")
+        with pytest.raises(mcpcall.RequestTimeout):
+            client.call_tool("echo", {"message": "its new session is not initialized in time"}, timeout=1)
+        assert client.transport.endpoint is not None and client.transport.session_lost  # type: ignore[attr-defined]
+        with server._lock:
+            server._sse_queues[sse_session(client)].put({_RESET: True})
+        assert wait_until(lambda: not sse_readers())
+        streams = len(server.requests(verb="GET"))
+        with pytest.raises(mcpcall.ConnectionClosed, match="connection is over"):
+            client.call_tool("echo", {"message": "after the end"}, timeout=5)
+        assert len(server.requests(verb="GET")) == streams and not sse_readers()
