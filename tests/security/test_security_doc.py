@@ -22,7 +22,7 @@ CLAIMS_PART = "What a hostile server, peer or config file cannot do"
 #: Words that the title of some claim must contain: the claims the document has to make.
 REQUIRED_CLAIMS = (
     "shell", "environment", "secrets", "origin", "size", "queue", "regular expression", "$ref", "nesting",
-    "browser", "terminal", "token files", "fork",
+    "browser", "terminal", "token files", "fork", "loaded", "deadline", "super-linear", "shared token store",
 )
 REFERENCE = re.compile(r"``(tests/[A-Za-z0-9_/.-]+?\.py)::([A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)?)``")
 ANY_REFERENCE = re.compile(r"tests/[A-Za-z0-9_/.-]+?\.py::")
