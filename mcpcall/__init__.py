@@ -190,6 +190,11 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module(f".{module}", __name__), name)
     raise AttributeError(f"module 'mcpcall' has no attribute {name!r}")
 
+
+def __dir__() -> list[str]:
+    """Every public name, the ones imported on first use included (tab completion, ``help``), without importing them."""
+    return sorted(set(globals()) | set(_LAZY))
+
 __all__ = [
     "LATEST_LEGACY_VERSION",
     "LATEST_MODERN_VERSION",

@@ -42,3 +42,23 @@ def test_lazy_names_still_resolve() -> None:
                          env=dict(os.environ, PYTHONPATH=ROOT), cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["OAuth", "ToolRegistry", "SignInRequired"]
+
+
+def test_dir_lists_every_public_name_without_importing_it() -> None:
+    """``dir()`` (tab completion in IPython and Jupyter, ``help``) offers the lazy names too, and loads none of them."""
+    script = r"""
+import json, sys
+import mcpcall
+import mcpcall.auth
+names = {"mcpcall": dir(mcpcall), "mcpcall.auth": dir(mcpcall.auth)}
+missing = {m: sorted(set(sys.modules[m].__all__) - set(listed)) for m, listed in names.items()}
+print(json.dumps({"missing": missing, "loaded": sorted(sys.modules)}))
+"""
+    out = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=30,
+                         env=dict(os.environ, PYTHONPATH=ROOT), cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["missing"] == {"mcpcall": [], "mcpcall.auth": []}
+    lazy = ("mcpcall.registry", "mcpcall.auth.oauth", "mcpcall.auth.tokens", "mcpcall.auth.redis_store", "mcpcall.auth.grants")
+    loaded = sorted(name for name in report["loaded"] if any(name == m or name.startswith(m + ".") for m in lazy))
+    assert not loaded, f"dir() imported {loaded}"
