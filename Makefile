@@ -138,7 +138,7 @@ $(VENV)/.bench: $(VENV)/.base
 	touch $@
 
 ## bench: one table, calls/s and client CPU per call of mcpcall, the official SDK and the raw loops over every
-## transport and era, the targets of issue 17, and the plot benchmarks/results.png (under 10 min; BENCH_ARGS=--quick: 2)
+## transport and era, the performance targets, and the plot benchmarks/results.png (under 10 min; BENCH_ARGS=--quick: 2)
 # The other scripts run on their own: benchmarks/bench_stdio.py, bench_http.py (with the 10 MB result), bench_cache.py,
 # bench_auth.py, profile_calls.py (function calls per tool call); see benchmarks/README.rst.
 bench: $(VENV)/.test $(VENV)/.bench

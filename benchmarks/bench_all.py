@@ -15,7 +15,7 @@ everything is pinned to one CPU, so the figures compare what each client costs.
 Client CPU per call is the worker process's own CPU time (every thread of it,
 never the server's) over the calls it made. The best round of each is kept
 (highest calls/s, lowest CPU per call). Then the import time of ``mcpcall``
-against ``mcp.client.session``, the targets of issue 17 with whether each is
+against ``mcp.client.session``, the performance targets with whether each is
 met, and a PNG plot (matplotlib: ``pip install 'mcpcall[bench]'``; skipped with
 a note without it).
 
@@ -301,7 +301,7 @@ def find(best: dict[str, dict[str, dict[str, float]]], transport: str, era: str,
 
 
 def targets(best: dict[str, dict[str, dict[str, float]]], imports: dict[str, float]) -> list[dict[str, Any]]:
-    """The ratios issue 17 sets, from the best figures: name, per-mode values, the goal and whether it is met."""
+    """The performance targets, from the best figures: name, per-mode values, the goal and whether it is met."""
     out: list[dict[str, Any]] = []
 
     def add(name: str, mine: Any, other: Any, metric: str, invert: bool, op: str, goal: float) -> None:

@@ -1,4 +1,4 @@
-"""Modules of one folder that were tied together stay untied (issue 18 item 4).
+"""Modules of one folder that were tied together stay untied.
 
 Each pair is (lower, upper): the upper one may import the lower one, never the other way, directly or through
 other modules of the same folder (a path through another folder is the layers' matter, see import_graph.py).

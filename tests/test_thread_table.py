@@ -1,4 +1,4 @@
-"""The table of threads in the package docstring is true to the code (issue 18 item 7).
+"""The table of threads in the package docstring is true to the code.
 
 Every thread name the package can give (a ``"mcpcall-..."`` literal, or a role the stdio and memory transports
 put into ``mcpcall-{role}-...``) has its row, and every row names a thread the package starts; the threads a

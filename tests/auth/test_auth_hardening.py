@@ -1,4 +1,4 @@
-"""Auth objects under hostile or broken servers, forks and deadlines (issue 16: items 5, 9, 12, 13, 23).
+"""Auth objects under hostile or broken servers, forks and deadlines.
 
 Each test's first comment line says what used to go wrong.
 """

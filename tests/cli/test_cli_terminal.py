@@ -1,6 +1,6 @@
 """The command line at a terminal and elsewhere: questions a server asks (elicitation), a config's
 ``${input:ID}``, servers without a capability, what server text may do to a terminal, advice worded for
-a shell (issue 16, items 25-29)."""
+a shell."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""OAuth over the legacy HTTP+SSE transport, against FastMCP 1.x's own authorization server (issue 16, item 11).
+"""OAuth over the legacy HTTP+SSE transport, against FastMCP 1.x's own authorization server.
 
 The token of a connection is the one for the URL the user configured (the SSE URL), for
 every request of it: the POSTs go to the endpoint the server names

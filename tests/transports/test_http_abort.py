@@ -1,6 +1,6 @@
 """Every deadline and ``close()`` reach an HTTP exchange that is still connecting (TCP or TLS).
 
-Issue 16, item 4: an exchange learnt its socket only once ``connect()`` had
+An exchange learnt its socket only once ``connect()`` had
 returned, so against a host that stops accepting ``connect(url, timeout=2)``
 took 7 s, ``notify(timeout=1)`` 10 s (and then said "did not acknowledge
 within 1 s"), and ``close()`` 5 s, leaving ``mcpcall-http-*`` workers alive;

@@ -1,4 +1,4 @@
-"""A name lookup and a SOCKS proxy are as abortable as a TCP connect (issue 16, item 4, what was left).
+"""A name lookup and a SOCKS proxy are as abortable as a TCP connect.
 
 ``socket.getaddrinfo`` ran on the worker thread: a resolver that hangs (a dead
 DNS server) held the request past its deadline, and neither the deadline, a

@@ -1,4 +1,4 @@
-"""``connect()`` returns once the legacy GET stream is open or refused (issue 16, item 3).
+"""``connect()`` returns once the legacy GET stream is open or refused.
 
 A stateful Streamable HTTP server sends the requests it starts on its own (an
 elicitation inside a tool call) on the standalone GET stream, and drops one it

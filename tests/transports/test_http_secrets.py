@@ -1,6 +1,6 @@
 """No secret of a server URL (a key in its path or its query) in any error, cause, traceback or log record.
 
-Issue 16, item 21: requests and urllib3 quote the URL's path and query in
+Requests and urllib3 quote the URL's path and query in
 their errors ("Max retries exceeded with url: /mcp?api_key=…"), and
 ``raise … from`` the foreign error put that text in every traceback,
 ``logging.exception`` and error tracker; keys in URL paths (``…/mcp/sk-…/sse``)

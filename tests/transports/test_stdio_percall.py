@@ -1,4 +1,4 @@
-"""What one stdio call does on its way, counted (issue 17, round three): noise-free guards of the per-call path.
+"""What one stdio call does on its way, counted: noise-free guards of the per-call path.
 
 Each test counts calls (a profile hook) or notifications instead of timing
 anything. What used to happen is said in each test's first comment line.
