@@ -765,7 +765,8 @@ class OAuth(IssuedHere, requests.auth.AuthBase):
         if handler is None:
             raise AuthError(
                 f"authorization at {redact_url(server.issuer)} needs a person at a browser, and this OAuth object is "
-                "not interactive: log in once with `mcpcall login URL` (or OAuth.login) and share its token store, "
+                "not interactive: log in once with `mcpcall login URL` (a token file) or "
+                "OAuth(token_store=...).login(url) (any store, RedisTokenStore included) and share that store, "
                 "or pass redirect_handler="
             )
         redirect_uri = self.redirect_uri or getattr(handler, "redirect_uri", None)

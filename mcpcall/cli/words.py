@@ -230,7 +230,8 @@ _FOR_THE_SHELL: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), 
      "(the mcpcall command answers only elicitation; use the Python API for the rest)"),
     ((r"call auth\.login\(url\) \(or run `mcpcall login URL`\) from your own code; mcpcall never opens a browser or "
       r"prompts from inside a request"), "run `mcpcall login URL` at a terminal"),
-    (r"log in once with `mcpcall login URL` \(or OAuth\.login\) and share its token store, or pass redirect_handler=",
+    ((r"log in once with `mcpcall login URL` \(a token file\) or OAuth\(token_store=\.\.\.\)\.login\(url\) \(any store, "
+      r"RedisTokenStore included\) and share that store, or pass redirect_handler="),
      "run `mcpcall login URL` at a terminal first"),
     (r"pass redirect_uri= with redirect_handler= \(or a handler that has a redirect_uri attribute\)",
      "give --port N for the sign-in listener, or an oauth redirectUri in the config"),

@@ -304,7 +304,8 @@ def test_library_advice_is_worded_for_the_shell() -> None:
         str(NoHandler("sampling/createMessage", "s")),
         "x did not answer tools/call within 5 s (the request was cancelled; raise timeout= if the operation is slow)",
         ("authorization at https://a needs a person at a browser, and this OAuth object is not interactive: log in once "
-         "with `mcpcall login URL` (or OAuth.login) and share its token store, or pass redirect_handler="),
+         "with `mcpcall login URL` (a token file) or OAuth(token_store=...).login(url) (any store, RedisTokenStore "
+         "included) and share that store, or pass redirect_handler="),
         ("authorization at https://a needs you to sign in (again): call auth.login(url) (or run `mcpcall login URL`) "
          "from your own code; mcpcall never opens a browser or prompts from inside a request"),
         "client registration: https://a has no registration_endpoint; pass client_id= or client_metadata_url=",
@@ -315,7 +316,7 @@ def test_library_advice_is_worded_for_the_shell() -> None:
     for text in texts:
         shell = for_the_shell(text)
         for python in ("client.", "connect()", "redirect_handler=", "client_id=", "issuer=", "load_config", "timeout=",
-                       "auth.login", "OAuth.login", "handlers=", "max_message_bytes"):
+                       "auth.login", "OAuth.login", ".login(url)", "token_store=", "handlers=", "max_message_bytes"):
             assert python not in shell, (python, shell)
 
 
