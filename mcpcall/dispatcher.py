@@ -532,24 +532,26 @@ class Dispatcher:
         else:
             limit = timeout
             within = (f"within {timeout:g} s", "raise timeout= if the operation is slow")
-        note = self._skipped_note(entry.skipped)
+        note = self._skipped_note(entry.skipped, entry.request_id)
         entry.future.fail(
             RequestTimeout(
-                f"server {self.name!r} did not answer {entry.method} {within[0]}{note} "
+                f"server {self.name!r} did not answer {entry.method} {within[0]}{'; ' + note if note else ''} "
                 f"(the request was cancelled; {within[1]})",
                 method=entry.method,
                 timeout=limit,
+                note=note,
             )
         )
         self._transport_cancel(entry, f"timed out after {limit:g} s")
 
-    def _skipped_note(self, since: int) -> str:
-        """``"; "`` and what the transport skipped since its count was ``since`` (what the peer wrote instead), or ""."""
+    def _skipped_note(self, since: int, request_id: RequestId) -> str:
+        """What the transport skipped since its count was ``since`` (what the peer wrote instead), or what request
+        ``request_id`` waited for (HTTP: its connect), or ""."""
         try:
-            note = self.transport.skipped_note(since)
+            note = self.transport.skipped_note(since, request_id)
         except Exception:  # noqa: BLE001 - the timeout is reported whatever the transport says
             return ""
-        return f"; {note}" if note else ""
+        return note or ""
 
     def _transport_cancel(self, entry: _Entry, reason: str) -> None:
         # Transport.cancel never blocks: it queues a notice or shuts a socket (it runs on the scheduler).

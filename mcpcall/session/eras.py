@@ -93,14 +93,17 @@ class _Budget:
             raise self.exhausted(step)
         return left
 
-    def exhausted(self, step: str) -> RequestTimeout:
+    def exhausted(self, step: str, timed_out: RequestTimeout | None = None) -> RequestTimeout:
+        """The deadline passed at ``step``; ``timed_out``: how the request of that step timed out (its note: HTTP, a
+        connect of that request that had not finished)."""
         tried = f" ({'; '.join(self.steps)})" if self.steps else ""
-        note = self.note() if self.note is not None else None
+        note = (self.note() if self.note is not None else None) or (timed_out.note if timed_out is not None else None)
         return RequestTimeout(
             f"server {self.name!r} did not finish connecting within {self.timeout:g} s: no answer to {step}{tried}"
             + (f"; {note}" if note else ""),
             method=step,
             timeout=self.timeout,
+            note=note or "",
         )
 
 
@@ -259,7 +262,7 @@ class Negotiator:
                     budget.steps.append(f"server/discover: no answer in {timeout:.3g} s")
                     log.debug("server %r did not answer server/discover within %.3g s; legacy", self.name, timeout)
                     return None
-                raise budget.exhausted("server/discover") from exc
+                raise budget.exhausted("server/discover", exc) from exc
             except (RPCError, HTTPError) as exc:
                 if probe:
                     budget.steps.append(f"server/discover: {exc}")
@@ -327,7 +330,7 @@ class Negotiator:
         try:
             result = future.result()
         except RequestTimeout as exc:
-            raise budget.exhausted("initialize") from exc
+            raise budget.exhausted("initialize", exc) from exc
         _check_complete(self.name, result, "initialize")
         chosen = result.get("protocolVersion")
         if chosen not in LEGACY_VERSIONS:

@@ -256,8 +256,6 @@ class HTTPBase(Transport):
         self._busy = 0  # exchanges submitted and not yet ended: the workers' (queued too) and the callers' own
         self._exchanges: dict[Any, Exchange] = {}  # request id -> its exchange, from send() until its job ends
         self._active: set[Exchange] = set()  # every exchange under way (requests, notices, acknowledgements)
-        self._unresolved: str | None = None  # the host whose lookup the last exchange that ended gave up on
-        self._unreached: str | None = None  # what the last exchange that ended gave up on while connecting
         self._closing = threading.Event()
         self._closed = False
         self._ended: ConnectionClosed | None = None  # why the connection ended on its own (under _lock)
@@ -600,27 +598,27 @@ class HTTPBase(Transport):
         raise NotImplementedError
 
     def _ended_locked(self, exchange: Exchange) -> None:
-        """Under the lock: ``exchange`` is over; remember a name lookup or a connect it gave up on (see :meth:`skipped_note`)."""
+        """Under the lock: ``exchange`` is over."""
         self._active.discard(exchange)
-        if exchange.unresolved is not None:
-            self._unresolved = exchange.unresolved
-        elif exchange.connected:
-            self._unresolved = None
-        if exchange.connected:
-            self._unreached = None
-        elif exchange.connecting is not None and exchange.aborted.is_set():
-            self._unreached = exchange.connecting
 
-    def skipped_note(self, since: int = 0) -> str | None:
-        """What explains a silence over HTTP, or None: a name lookup that had not finished (a dead DNS server),
-        else a TCP connect or a TLS handshake that had not (a host that stopped accepting, a stalled handshake).
+    def skipped_note(self, since: int = 0, request_id: Any = None) -> str | None:
+        """What explains the silence of request ``request_id``, or None: a name lookup of its that had not finished
+        (a dead DNS server), else a TCP connect or a TLS handshake of its that had not (a host that stopped
+        accepting, a stalled handshake).
 
-        One of this transport's exchanges waits for it now, or the last one that
-        ended gave up on it (and none has reached the server since).
+        The request's own exchange waits for it now (asked when its deadline
+        passes, before the timeout aborts it: :attr:`RequestTimeout.note` keeps
+        it). What other exchanges wait for says nothing about this request: a
+        request the server has and does not answer is never told of another's
+        connect. None when ``request_id`` is None.
         """
+        if request_id is None:
+            return None
         with self._lock:
-            host = next((e.unresolved for e in self._active if e.unresolved is not None), self._unresolved)
-            stage = next((e.connecting for e in self._active if e.connecting is not None), self._unreached)
+            exchange = self._exchanges.get(request_id)
+            if exchange is None:
+                return None
+            host, stage = exchange.unresolved, exchange.connecting
         if host is not None:
             return lookup_note(host)
         return f"{stage} {self.display_url} had not finished" if stage is not None else None

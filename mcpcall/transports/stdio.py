@@ -661,7 +661,7 @@ class StdioTransport(Transport):
     def skipped(self) -> int:
         return self._skipped
 
-    def skipped_note(self, since: int = 0) -> str | None:
+    def skipped_note(self, since: int = 0, request_id: Any = None) -> str | None:
         count = self._skipped - since
         if count <= 0:
             return None
