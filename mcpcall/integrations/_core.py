@@ -273,7 +273,7 @@ class MCPTool:
         if isinstance(exc, ToolCallFailed):
             return exc
         what = self._what()
-        log.warning("%s failed: %s", what, exc)
+        log.warning("%s failed: %s", what, str(exc))  # the text: a kept record must not keep the client alive
         return ToolCallFailed(failure_text(what, exc, seconds))
 
 

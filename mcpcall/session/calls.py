@@ -356,7 +356,7 @@ class Caller:
             if left > 0 and self.relist is not None:
                 self.relist(left if left != math.inf else None)
         except Exception as exc:  # noqa: BLE001 - the retry shows what is still wrong
-            log.debug("re-listing tools after a header mismatch failed: %s", exc)
+            log.debug("re-listing tools after a header mismatch failed: %s", str(exc))
         self._retry(call, future)
 
     def answer_inputs(self, requests: Any, future: Future[Any] | None = None) -> dict[str, Any]:

@@ -135,7 +135,7 @@ class ToolCatalog:
                 call.prepared_note = exc.note
             self._unlistable_until = monotonic() + _RELIST_AFTER
             log.warning("server %r: the tools could not be listed to learn the outputSchema of %r, so its result is "
-                        "not checked (%s)", self.name, name, exc)
+                        "not checked (%s)", self.name, name, str(exc))
         finally:
             with self._lock:
                 self._listing = None

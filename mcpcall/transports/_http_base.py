@@ -521,7 +521,7 @@ class HTTPBase(Transport):
         if receiver is None or self._closing.is_set():
             return
         if request_id is None:
-            self._log(logging.DEBUG, "server %r: %s", self.name, error)
+            self._log(logging.DEBUG, "server %r: %s", self.name, str(error))
             return
         receiver.on_bad_message(error, request_id)
 

@@ -155,7 +155,7 @@ class Transport:
         try:
             self.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
         except MCPError as exc:  # the peer is gone; nothing left to cancel
-            self._log(logging.DEBUG, "server %r: cancel of %r not sent: %s", self.name, request_id, exc)
+            self._log(logging.DEBUG, "server %r: cancel of %r not sent: %s", self.name, request_id, str(exc))
 
     def read_for(self, future: Any, deadline: float) -> bool:
         """Read on the caller's thread until ``future`` is done or ``deadline`` (monotonic) passes, if this
