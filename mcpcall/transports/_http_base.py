@@ -561,6 +561,8 @@ class HTTPBase(Transport):
             with exchange, caller_waits(False):  # what it sends meanwhile (a next round) nobody blocks on here
                 if not exchange.aborted.is_set():
                     self._run_job(job)
+                else:
+                    self._not_run(job)
         except Exception as exc:  # noqa: BLE001 - whatever happens ends in the Future it concerns
             if not exchange.aborted.is_set():
                 self._fail(job.request_id, self.transport_error(exc, job.method))
@@ -583,6 +585,8 @@ class HTTPBase(Transport):
                 with job.exchange:
                     if not job.exchange.aborted.is_set():
                         self._run_job(job)
+                    else:
+                        self._not_run(job)
             except BaseException as exc:  # noqa: BLE001 - whatever happens ends in the Future it concerns
                 if not job.exchange.aborted.is_set():
                     self._fail(job.request_id, self.transport_error(exc, job.method))
@@ -596,6 +600,10 @@ class HTTPBase(Transport):
 
     def _run_job(self, job: Job) -> None:
         raise NotImplementedError
+
+    def _not_run(self, job: Job) -> None:
+        """``job`` was aborted before it ran (its request was cancelled, answered or failed, or the client closed):
+        let go of what was kept for it until it ended."""
 
     def _ended_locked(self, exchange: Exchange) -> None:
         """Under the lock: ``exchange`` is over."""
