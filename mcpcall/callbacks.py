@@ -56,14 +56,15 @@ import contextlib
 import logging
 import os
 import queue
-import sys
 import threading
+import traceback
 from collections import deque
 from concurrent.futures import Future
 from time import monotonic
 from typing import Any, Callable
 
-__all__ = ["CLOSE_GRACE", "DEFAULT_MAX_QUEUED", "MAX_DEFERRED_RECORDS", "CallbackRunner", "flush_deferred", "log_later", "on_io_thread"]
+__all__ = ["CLOSE_GRACE", "DEFAULT_MAX_QUEUED", "MAX_DEFERRED_RECORDS", "CallbackRunner", "flush_deferred", "log_exception", "log_later",
+           "on_io_thread", "with_traceback"]
 
 log = logging.getLogger("mcpcall.callbacks")
 
@@ -80,7 +81,7 @@ _CALLBACKS_PREFIX = "mcpcall-callbacks-"
 #: How many records of :func:`log_later` wait for a callbacks thread at a time.
 MAX_DEFERRED_RECORDS = 16
 
-_deferred: deque[tuple[logging.Logger, int, str, tuple[Any, ...], Any]] = deque(maxlen=MAX_DEFERRED_RECORDS)
+_deferred: deque[tuple[logging.Logger, int, str, tuple[Any, ...]]] = deque(maxlen=MAX_DEFERRED_RECORDS)
 _deferred_lock = threading.Lock()
 _deferred_lost = 0
 
@@ -88,17 +89,36 @@ _deferred_lost = 0
 def log_later(logger: logging.Logger, level: int, msg: str, *args: Any, exc_info: bool = False) -> None:
     """Keep a record for the next callbacks thread to emit; never blocks (for the scheduler thread).
 
-    ``exc_info``: the exception being handled. Past :data:`MAX_DEFERRED_RECORDS`
-    waiting, the oldest is dropped and counted.
+    ``exc_info``: add the exception being handled, as text (:func:`with_traceback`). Past
+    :data:`MAX_DEFERRED_RECORDS` waiting, the oldest is dropped and counted.
     """
     global _deferred_lost
     if not logger.isEnabledFor(level):
         return
-    info = sys.exc_info() if exc_info else None
+    if exc_info:
+        msg, args = with_traceback(msg, args)
     with _deferred_lock:
         if len(_deferred) == MAX_DEFERRED_RECORDS:
             _deferred_lost += 1
-        _deferred.append((logger, level, msg, args, info))
+        _deferred.append((logger, level, msg, args))
+
+
+def with_traceback(msg: str, args: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
+    """``msg`` and ``args`` followed by the exception being handled, its traceback and causes, as text.
+
+    Never the exception itself in a record (as ``exc_info`` or an argument): a
+    handler that keeps records (pytest's capture, ``logging.handlers.MemoryHandler``,
+    a queue handler) would keep its traceback, whose frames hold what raised it
+    (a client, its transport, a registry) for as long as it keeps the record.
+    """
+    return f"{msg}\n%s", (*args, traceback.format_exc().rstrip())
+
+
+def log_exception(logger: logging.Logger, level: int, msg: str, *args: Any) -> None:
+    """``logger.exception``'s record, with the traceback as text (:func:`with_traceback`), at ``level``."""
+    if logger.isEnabledFor(level):
+        msg, args = with_traceback(msg, args)
+        logger.log(level, msg, *args)
 
 
 def flush_deferred() -> None:
@@ -108,20 +128,20 @@ def flush_deferred() -> None:
         records = list(_deferred)
         _deferred.clear()
         lost, _deferred_lost = _deferred_lost, 0
-    for logger, level, msg, args, info in records:
-        _emit_guarded(logger, level, msg, args, info)
+    for logger, level, msg, args in records:
+        _emit_guarded(logger, level, msg, args)
     if lost:
         _emit_guarded(log, logging.ERROR, "%d more records from mcpcall's scheduler thread were dropped (too many at "
-                      "once)", (lost,), None)
+                      "once)", (lost,))
 
 
-def _emit_guarded(logger: logging.Logger, level: int, msg: str, args: tuple[Any, ...], info: Any) -> None:
+def _emit_guarded(logger: logging.Logger, level: int, msg: str, args: tuple[Any, ...]) -> None:
     """Emit one record; a logging filter or handler (user code) that raises stops neither the caller nor the rest."""
     try:
-        logger.log(level, msg, *args, exc_info=info)
-    except BaseException:  # user code may raise anything, SystemExit included
+        logger.log(level, msg, *args)
+    except BaseException:  # noqa: BLE001 - user code may raise anything, SystemExit included
         with contextlib.suppress(BaseException):
-            log.exception("a logging filter or handler raised on a record of mcpcall's")
+            log_exception(log, logging.ERROR, "a logging filter or handler raised on a record of mcpcall's")
 
 
 def _forget_deferred() -> None:  # a forked child does not emit its parent's records
@@ -252,19 +272,20 @@ class CallbackRunner:
         sends, so a flood of records is bounded like a flood of notifications, and
         what is dropped is counted in the same warning. Nothing is queued when
         ``level`` is off for ``logger``, and nothing is emitted from an I/O thread
-        after close(). ``exc_info``: the exception being handled.
+        after close(). ``exc_info``: add the exception being handled, as text (:func:`with_traceback`).
         """
         if not logger.isEnabledFor(level):
             return
-        info = sys.exc_info() if exc_info else None
+        if exc_info:
+            msg, args = with_traceback(msg, args)
         if not on_io_thread():
-            logger.log(level, msg, *args, exc_info=info)
+            logger.log(level, msg, *args)
             return
-        self.offer(self._emit, logger, level, msg, args, info, what="log records dropped")
+        self.offer(self._emit, logger, level, msg, args, what="log records dropped")
 
     @staticmethod
-    def _emit(logger: logging.Logger, level: int, msg: str, args: tuple[Any, ...], info: Any) -> None:
-        logger.log(level, msg, *args, exc_info=info)
+    def _emit(logger: logging.Logger, level: int, msg: str, args: tuple[Any, ...]) -> None:
+        logger.log(level, msg, *args)
 
     def in_callback_thread(self) -> bool:
         """True when called from the callbacks thread itself."""
@@ -289,8 +310,8 @@ class CallbackRunner:
             fn, args = item
         try:
             fn(*args)
-        except BaseException:  # user code may raise anything, SystemExit included
-            log.exception("a callback raised (%s)", getattr(fn, "__qualname__", fn))
+        except BaseException:  # noqa: BLE001 - user code may raise anything, SystemExit included
+            log_exception(log, logging.ERROR, "a callback raised (%s)", str(getattr(fn, "__qualname__", fn)))
 
     def _run(self) -> None:
         get = self._queue.get
@@ -303,7 +324,7 @@ class CallbackRunner:
         if self._lost_at_close:  # this thread's last act: nothing runs after it
             _emit_guarded(log, logging.WARNING, "server %r: %d notifications still waiting for the client's callbacks "
                           "(on_log, progress, listeners) were dropped: the client was closed %.1f s before and a "
-                          "callback was still that far behind", (self.server, self._lost_at_close, CLOSE_GRACE), None)
+                          "callback was still that far behind", (self.server, self._lost_at_close, CLOSE_GRACE))
 
     def wait_for(self, future: Future[Any], timeout: float | None = None) -> bool:
         """On the callbacks thread: run queued callbacks until ``future`` is done.

@@ -27,7 +27,7 @@ from time import monotonic
 from typing import Any, Callable, Optional
 
 from ._condition import KNOWN_FUTURE, FutureCondition
-from .callbacks import CallbackRunner
+from .callbacks import CallbackRunner, log_exception
 from .errors import ConnectionClosed, InvalidRequest, MCPError, ProtocolError, RequestTimeout, RPCError, UnsupportedVersion
 from .forking import Owned
 from .jsonrpc import (
@@ -119,8 +119,8 @@ class RequestFuture(Future):  # type: ignore[type-arg]
                 return
             try:
                 fn(future)
-            except Exception:  # as concurrent.futures does: a failing callback is logged
-                log.exception("a done-callback of %r raised", future)
+            except Exception:  # noqa: BLE001 - as concurrent.futures does: a failing callback is logged
+                log_exception(log, logging.ERROR, "a done-callback of %s raised", repr(future))
 
         super().add_done_callback(handoff)
 
@@ -270,8 +270,8 @@ def _call_logged(fn: Callable[[Future[Any]], object], future: Future[Any]) -> No
     """``fn(future)``; an error it raises is logged, as ``concurrent.futures`` does for a done-callback."""
     try:
         fn(future)
-    except Exception:
-        log.exception("a callback of %r raised", future)
+    except Exception:  # noqa: BLE001 - user code: logged
+        log_exception(log, logging.ERROR, "a callback of %s raised", repr(future))  # text: no record keeps the Future
 
 
 class _Entry:
@@ -532,24 +532,26 @@ class Dispatcher:
         else:
             limit = timeout
             within = (f"within {timeout:g} s", "raise timeout= if the operation is slow")
-        note = self._skipped_note(entry.skipped)
+        note = self._skipped_note(entry.skipped, entry.request_id)
         entry.future.fail(
             RequestTimeout(
-                f"server {self.name!r} did not answer {entry.method} {within[0]}{note} "
+                f"server {self.name!r} did not answer {entry.method} {within[0]}{'; ' + note if note else ''} "
                 f"(the request was cancelled; {within[1]})",
                 method=entry.method,
                 timeout=limit,
+                note=note,
             )
         )
         self._transport_cancel(entry, f"timed out after {limit:g} s")
 
-    def _skipped_note(self, since: int) -> str:
-        """``"; "`` and what the transport skipped since its count was ``since`` (what the peer wrote instead), or ""."""
+    def _skipped_note(self, since: int, request_id: RequestId) -> str:
+        """What the transport skipped since its count was ``since`` (what the peer wrote instead), or what request
+        ``request_id`` waited for (HTTP: its connect), or ""."""
         try:
-            note = self.transport.skipped_note(since)
+            note = self.transport.skipped_note(since, request_id)
         except Exception:  # noqa: BLE001 - the timeout is reported whatever the transport says
             return ""
-        return f"; {note}" if note else ""
+        return note or ""
 
     def _transport_cancel(self, entry: _Entry, reason: str) -> None:
         # Transport.cancel never blocks: it queues a notice or shuts a socket (it runs on the scheduler).
@@ -562,7 +564,7 @@ class Dispatcher:
         try:
             self.transport.cancel(entry.request_id, reason, notify=entry.cancel_on_timeout)
         except Exception as exc:  # noqa: BLE001 - a cancel that cannot be sent changes nothing for the caller
-            self.log(logging.DEBUG, "server %r: cancel of %r failed: %s", self.name, entry.request_id, exc)
+            self.log(logging.DEBUG, "server %r: cancel of %r failed: %s", self.name, entry.request_id, str(exc))
 
     def log(self, level: int, fmt: str, *args: Any, logger: str = "") -> None:
         """Log from any thread; from an I/O or scheduler thread the record is emitted on the callbacks thread.
@@ -772,16 +774,16 @@ class Dispatcher:
         try:
             self.transport.send(message)
         except MCPError as exc:
-            self.log(logging.DEBUG, "server %r: could not answer its request: %s", self.name, exc)
+            self.log(logging.DEBUG, "server %r: could not answer its request: %s", self.name, str(exc))
         except (TypeError, ValueError, RecursionError) as exc:
             self.log(logging.WARNING, "server %r: the answer to its request %r cannot be sent as JSON: %s",
-                     self.name, message.get("id"), exc)
+                     self.name, message.get("id"), str(exc))
             if "error" not in message:
                 fallback = error_response(message.get("id"), INTERNAL_ERROR, f"the client's answer cannot be sent as JSON: {exc}")
                 try:
                     self.transport.send(fallback)
                 except MCPError as again:
-                    self.log(logging.DEBUG, "server %r: could not answer its request: %s", self.name, again)
+                    self.log(logging.DEBUG, "server %r: could not answer its request: %s", self.name, str(again))
 
     def on_bad_message(self, error: BaseException, request_id: RequestId | None) -> None:
         """Fail the request a broken message answered, or everything in flight if unknown."""
@@ -790,9 +792,9 @@ class Dispatcher:
             if entry is not None:
                 entry.future.fail(error)
             else:
-                self.log(logging.DEBUG, "server %r: %s (request %r already finished)", self.name, error, request_id)
+                self.log(logging.DEBUG, "server %r: %s (request %r already finished)", self.name, str(error), request_id)
             return
-        self.log(logging.DEBUG, "server %r: %s", self.name, error)
+        self.log(logging.DEBUG, "server %r: %s", self.name, str(error))
         if isinstance(error, ProtocolError):
             self.fail_pending(error)
 

@@ -109,12 +109,18 @@ class InvalidRequest(MCPError, TypeError, ValueError):
 
 
 class RequestTimeout(MCPError, TimeoutError):
-    """A request got no answer in time. The server was told to cancel it."""
+    """A request got no answer in time. The server was told to cancel it.
 
-    def __init__(self, message: str, *, method: str = "", timeout: float = 0.0) -> None:
+    ``note``: what explains the silence, when the transport knew (a TCP connect, TLS
+    handshake or name lookup of that request that had not finished; lines a stdio
+    server wrote instead of answering), as the message says it; "" otherwise.
+    """
+
+    def __init__(self, message: str, *, method: str = "", timeout: float = 0.0, note: str = "") -> None:
         super().__init__(message)
         self.method = method
         self.timeout = timeout
+        self.note = note
 
 
 class RPCError(MCPError):

@@ -33,6 +33,7 @@ import json
 import logging
 import sys
 import threading
+import traceback
 import weakref
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -110,8 +111,9 @@ def claim(client: Client, spec: Any, caller: FrameType | None) -> Client:
                  "server again (pass another name= to keep both)", client.name)
         try:
             old.close()
-        except Exception:  # the new client is connected: closing the old one must not undo that
-            log.warning("server %r: closing the earlier client failed", client.name, exc_info=True)
+        except Exception:  # noqa: BLE001 - the new client is connected: closing the old one must not undo that
+            # The traceback as text: a handler that keeps records would keep it, and through it the old client.
+            log.warning("server %r: closing the earlier client failed:\n%s", client.name, traceback.format_exc().rstrip())
     return client
 
 

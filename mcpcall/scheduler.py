@@ -125,6 +125,9 @@ class Scheduler:
                 callback()
             except BaseException:  # noqa: BLE001 - the one thread every client's deadlines need must not die
                 log_later(log, logging.ERROR, "a scheduled callback failed", exc_info=True)
+            # Not kept until the next deadline fires (which may be never): it holds its owner, a closed client's
+            # dispatcher perhaps, and this thread lives as long as the process.
+            del callback, first
 
 
 _scheduler = Scheduler()

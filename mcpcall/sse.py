@@ -250,7 +250,11 @@ class SSEDecoder:
         if len(buffer) > self.max_event_bytes:
             if not self.skip_oversize:
                 raise ProtocolError(f"an SSE line grew past {self.max_event_bytes} bytes without ending")
-            self._skip(bytes(buffer[:_HEAD]), len(buffer))
+            # The head is the event's data (a data line's value, not the line: its id must stand first), never a
+            # field's or a comment's text.
+            value = 6 if buffer[5:6] == b" " else 5
+            more = bytes(buffer[value : value + _HEAD]) if buffer.startswith(b"data:") else b""
+            self._skip(self._skip_head_of(more), len(buffer))
             del buffer[:]
             self._long = Pieces()  # the rest of this line is let go as it comes
         return events

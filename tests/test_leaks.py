@@ -10,8 +10,11 @@ through its fork hook, with its dispatcher, handlers, tool catalog, caches and s
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import json
 import logging
+import logging.handlers
 import os
 import weakref
 from collections.abc import Iterator
@@ -22,9 +25,9 @@ import pytest
 import mcpcall
 from mcpcall import forking
 from tests import loadcheck
-from tests.conftest import PYTHON, SERVERS, demo_argv
+from tests.conftest import PYTHON, SERVERS, demo_argv, fault_argv
 from tests.servers import http_fault_server
-from tests.servers.http_fault_server import FaultServer
+from tests.servers.http_fault_server import FaultServer, Reply
 
 CYCLES = 100
 #: Allocated blocks a cycle may add over the second half: what a closed client leaves for a while (the
@@ -125,6 +128,93 @@ def test_a_kept_log_record_does_not_keep_a_closed_client_alive(http_server: Faul
         logger.removeHandler(handler)
     assert any("left out" in record.getMessage() for record in kept), [r.getMessage() for r in kept]
     assert ref() is None, "a log record kept the closed client alive"
+
+
+#: What must not outlive a registry or client that was closed and dropped, whatever a handler kept.
+_CLIENT_KINDS = ("Client", "Transport", "Dispatcher", "CallbackRunner", "ToolRegistry")
+
+
+def test_kept_log_records_of_failed_calls_keep_no_client_alive(http_server: FaultServer) -> None:
+    # Failed calls are logged (the registry's tool messages, the integrations' ToolCallFailed, a session that is
+    # started again): a record with the exception among its arguments (or its traceback as exc_info) keeps the
+    # frames that raised it, and through them the registry, its clients, their transports and dispatchers, for
+    # as long as the handler keeps the record.
+    from mcpcall.integrations._core import mcp_tools
+
+    http_server.fail["echo"] = Reply(500, b"the server broke")  # an HTTP error for every echo
+    before = loadcheck.live_objects()
+    kept = logging.handlers.MemoryHandler(capacity=1_000_000, flushLevel=logging.CRITICAL + 1)  # keeps every record
+    logger = logging.getLogger("mcpcall")
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(kept)
+    try:
+        servers = {"demo": demo_argv(), "hang": fault_argv("hang"), "crash": fault_argv("crash-on-call"),
+                   "web": {"url": http_server.url, "transport": "streamable-http"}}
+        wanted = {("demo", "fail"): {"message": "refused"}, ("hang", "echo"): {"message": "never"},
+                  ("crash", "echo"): {"message": "dies"}, ("web", "echo"): {"message": "500"}}
+        with mcpcall.ToolRegistry(servers, timeout=10) as registry:
+            failing = {t.name: wanted[t.server, t.tool.name] for t in registry.tools() if (t.server, t.tool.name) in wanted}
+            assert len(failing) == len(wanted), failing
+            for name, arguments in failing.items():
+                call = {"id": f"call_{name}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+                message = registry.execute(call, timeout=1)
+                assert "error" in json.dumps(message).lower() or "fail" in json.dumps(message).lower(), message
+                with pytest.raises(mcpcall.MCPError):
+                    result = registry.call(name, arguments, timeout=1)
+                    if result.is_error:
+                        raise mcpcall.ToolCallFailed("isError")
+            for tool in mcp_tools(registry, timeout=10):
+                if tool.name in failing:
+                    with pytest.raises(mcpcall.ToolCallFailed):
+                        tool.call(failing[tool.name], timeout=1)
+                    with pytest.raises(mcpcall.ToolCallFailed):
+                        asyncio.run(tool.acall(failing[tool.name], timeout=1))
+        with mcpcall.connect(fault_argv("crash-on-call"), name="lone", timeout=10) as client:
+            for tool in mcp_tools(client, timeout=10):
+                if tool.name == "echo":
+                    with pytest.raises(mcpcall.ToolCallFailed):
+                        tool.call({"message": "dies"}, timeout=1)
+        del registry, client, tool
+        after = loadcheck.live_objects()
+    finally:
+        logger.removeHandler(kept)
+        logger.setLevel(level)
+        http_server.fail.clear()
+    records = [r.getMessage() for r in kept.buffer]
+    for said in ("failed", "HTTP 500", "exited with code 3", "did not answer"):
+        assert any(said in text for text in records), f"no record says {said!r}: {records}"
+    alive = {kind: after[kind] - before[kind] for kind in _CLIENT_KINDS if after[kind] > before[kind]}
+    holding = [(r.name, r.msg, [type(a).__name__ for a in r.args if not isinstance(a, (str, int, float, type(None)))],
+                r.exc_info is not None) for r in kept.buffer
+               if r.exc_info is not None or any(not isinstance(a, (str, int, float, type(None))) for a in r.args)]
+    assert alive == {}, f"kept log records keep closed clients alive: {alive}; records holding objects: {holding}"
+    kept.close()
+
+
+def test_a_kept_record_of_a_failing_callback_keeps_no_client_alive() -> None:
+    # User code that raises (here a done-callback) is logged with its traceback: as exc_info, a kept
+    # record kept the frames that ran it, the callbacks runner and the Future, and through them the client.
+    kept = logging.handlers.MemoryHandler(capacity=1_000_000, flushLevel=logging.CRITICAL + 1)
+    logger = logging.getLogger("mcpcall")
+    logger.addHandler(kept)
+    before = loadcheck.live_objects()
+    try:
+        with mcpcall.connect(demo_argv(), name="raising", timeout=10) as client:
+            future = client.call_tool_future("echo", {"message": "hi"})
+            future.add_done_callback(lambda done: 1 / 0)
+            assert future.result(timeout=10).text == "hi"
+        del client, future
+        after = loadcheck.live_objects()
+    finally:
+        logger.removeHandler(kept)
+    alive = {kind: after[kind] - before[kind] for kind in _CLIENT_KINDS if after[kind] > before[kind]}
+    assert alive == {}, f"a kept log record keeps a closed client alive: {alive}"
+    raised = [r for r in kept.buffer if "raised" in r.getMessage()]  # the information is kept, as text
+    assert raised and "ZeroDivisionError" in raised[0].getMessage() and "Traceback" in raised[0].getMessage(), \
+        [r.getMessage() for r in kept.buffer]
+    assert all(r.exc_info is None for r in kept.buffer), "a record keeps a traceback"
+    kept.close()
 
 
 class _Owner:

@@ -202,7 +202,7 @@ def sign_in_where_needed(servers: Mapping[str, ServerConfig], made: Sequence[OAu
             try:
                 auth.login(url)  # type: ignore[union-attr]
             except MCPError as exc:
-                log.debug("signing in to %s first: %s", redact_url(url), exc)
+                log.debug("signing in to %s first: %s", redact_url(url), str(exc))
 
 
 def _interactive() -> bool:

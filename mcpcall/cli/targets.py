@@ -76,7 +76,7 @@ class Configs:
                 if strict or self.explicit is not None:
                     raise
                 self._looked = False  # a command that needs the file reads it again, and says what is wrong
-                _log.debug("ignoring config %s: %s", path, exc)
+                _log.debug("ignoring config %s: %s", path, str(exc))
                 return None
         return self._servers
 

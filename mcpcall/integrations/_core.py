@@ -13,6 +13,7 @@ line; the whole error is its ``__cause__`` and is logged on ``mcpcall.integratio
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import importlib
 import keyword
@@ -144,18 +145,21 @@ class MCPTool:
                     on_progress: ProgressCallback | None = None) -> CallToolResult:
         """:meth:`call` from a running event loop, which keeps running meanwhile.
 
-        The call is started on a short-lived thread of its own (``mcpcall-start-<server>``:
+        The call is made on a thread of its own (``mcpcall-start-<server>``):
         starting may list the tools again, open a new session or connect a
-        registry's server, and none of that may block the loop), then its
-        Future is awaited. Cancelling the awaiting task cancels the call at the
-        server, for a client and a registry alike.
+        registry's server, and none of that may block the loop; that thread
+        then waits for the call's outcome and reads it, so that a check of the
+        result against the tool's ``outputSchema`` (its cost is the server's to
+        choose) runs there, not on the loop, which gets the outcome as checked.
+        Cancelling the awaiting task cancels the call at the server, for a
+        client and a registry alike.
         """
         seconds = self.timeout if timeout is None else timeout
         on_progress = self._progress(on_progress)
         try:
             future = await self._start(functools.partial(self._future, arguments, seconds, on_progress))
             try:
-                result: CallToolResult = await asyncio.wrap_future(future)
+                result: CallToolResult = await asyncio.wrap_future(future)  # done and checked: read at once
             except SessionExpired as exc:  # not run: once more, in the new session the client opens
                 again = await self._start(functools.partial(self._again, future, exc, arguments, seconds, on_progress))
                 if again is None:
@@ -182,9 +186,10 @@ class MCPTool:
         return source.call_tool_future(self.tool.name, arguments, timeout=seconds, on_progress=on_progress)
 
     async def _start(self, start: Callable[[], T]) -> T:
-        """``start()`` run on a thread of its own while the loop goes on; a Future it returns is cancelled
-        should the awaiting task be cancelled first (its call would be nobody's), by whichever side comes
-        second: the task as it is cancelled, or the thread as it ends (the loop may never run again)."""
+        """``start()`` run on a thread of its own while the loop goes on; a Future it returns is handed back
+        once done, its outcome read there (:func:`_read_outcome`). That Future is cancelled should the awaiting
+        task be cancelled first (its call would be nobody's), by whichever side comes second: the task as it is
+        cancelled (which also ends the thread's wait), or the thread as it ends (the loop may never run again)."""
         loop = asyncio.get_running_loop()
         box: asyncio.Future[T] = loop.create_future()
         lock = threading.Lock()
@@ -214,6 +219,8 @@ class MCPTool:
             if gone:
                 _cancel(value)
                 return
+            if not failed:
+                _read_outcome(value)
             try:
                 loop.call_soon_threadsafe(settle, value, failed)
             except RuntimeError:  # the loop is closed: nobody waits
@@ -273,8 +280,21 @@ class MCPTool:
         if isinstance(exc, ToolCallFailed):
             return exc
         what = self._what()
-        log.warning("%s failed: %s", what, exc)
+        log.warning("%s failed: %s", what, str(exc))  # the text: a kept record must not keep the client alive
         return ToolCallFailed(failure_text(what, exc, seconds))
+
+
+def _read_outcome(value: Any) -> None:
+    """Wait for ``value``, if it is a Future, and read its outcome (not off the loop: a check of the result runs here).
+
+    A :class:`~mcpcall.RequestFuture` checks its result on the thread that first
+    reads it; ``asyncio.wrap_future`` would read it on the loop. Read here, the
+    verdict is kept, and the loop's read runs no check. The wait ends with the
+    call: its timeout, a cancel (the awaiting task's too), or the client's close.
+    """
+    if isinstance(value, Future):
+        with contextlib.suppress(BaseException):  # cancelled, failed: the task sees it as the Future says
+            value.exception()
 
 
 def _cancel(value: Any) -> None:

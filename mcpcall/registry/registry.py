@@ -26,6 +26,7 @@ from fnmatch import fnmatchcase
 from time import monotonic
 from typing import Any, Callable, Literal
 
+from ..callbacks import log_exception
 from ..client import Client
 from ..config import load_config
 from ..dispatcher import ProgressCallback, RequestFuture
@@ -302,7 +303,7 @@ class ToolRegistry:
                     raise
                 retried = True
                 log.info("server %r no longer knew our session (%s); sending tool %r again in a new session",
-                         server, exc, tool)
+                         server, str(exc), tool)
                 result = client.call_tool(tool, arguments, timeout=left, on_progress=on_progress)
         except BaseException as exc:
             self._pool.failed(state, exc)
@@ -445,7 +446,7 @@ class ToolRegistry:
         client = state.client
         assert client is not None
         log.info("server %r no longer knew our session (%s); sending tool %r again in a new session",
-                 sent.server, exc, sent.tool)
+                 sent.server, str(exc), sent.tool)
         return self._sent(sent, state, client, retried=True)
 
     def resolve(self, name: str, timeout: float | None = None) -> tuple[str, str]:
@@ -501,8 +502,8 @@ class ToolRegistry:
                         if outcome.message is None and outcome.future is None:
                             try:
                                 self._place(outcome, state, deadline)
-                            except BaseException as exc:
-                                log.error("placing a call of %r failed", outcome.name, exc_info=exc)
+                            except BaseException as exc:  # noqa: BLE001 - logged, and the call fails with it
+                                log_exception(log, logging.ERROR, "placing a call of %r failed", outcome.name)
                                 self._fail(outcome, f"tool {outcome.name!r} was not called: {type(exc).__name__}")
 
             self._pool.connect_many(states, deadline, then=after)
@@ -585,7 +586,7 @@ class ToolRegistry:
             outcome.future = client.call_tool_future(outcome.tool, outcome.parsed.arguments, timeout=left)
         except MCPError as exc:  # the client closed meanwhile, arguments refused, a request that cannot be encoded, …
             self._pool.failed(state, exc)
-            log.warning("tool %r of server %r could not be called: %s", outcome.tool, state.name, exc)
+            log.warning("tool %r of server %r could not be called: %s", outcome.tool, state.name, str(exc))
             what = f"tool {outcome.tool!r} of server {state.name!r}"
             self._fail(outcome, failure_text(what, exc) if refused(exc) else f"{what} could not be called: {model_text(exc)}")
 
@@ -607,7 +608,7 @@ class ToolRegistry:
         except ConnectionClosed as exc:
             state = self._pool.get(outcome.server)
             self._pool.failed(state, exc)
-            log.warning("%s failed: %s", what, exc)
+            log.warning("%s failed: %s", what, str(exc))  # the text: a kept record must not keep the registry alive
             if self._pool.closed:
                 return self._done(outcome, f"{what} failed: the tool registry was closed")
             return self._done(outcome, f"{what} failed: {self._pool.gone_text(state, exc)}")
@@ -615,10 +616,10 @@ class ToolRegistry:
             self._pool.succeeded(self._pool.get(outcome.server))  # it answered: alive and well
             return self._done(outcome, failure_text(what, exc))
         except MCPError as exc:
-            log.warning("%s failed: %s", what, exc)
+            log.warning("%s failed: %s", what, str(exc))
             return self._done(outcome, failure_text(what, exc))
-        except BaseException as exc:
-            log.error("%s failed unexpectedly", what, exc_info=exc)
+        except BaseException as exc:  # noqa: BLE001 - logged, and the model is told
+            log_exception(log, logging.ERROR, "%s failed unexpectedly", what)
             return self._done(outcome, failure_text(what, exc))
         error = None
         if result.is_error:
@@ -636,7 +637,7 @@ class ToolRegistry:
             return False
         outcome.retried = True
         log.info("server %r no longer knew our session (%s); sending tool %r again in a new session",
-                 outcome.server, exc, outcome.tool)
+                 outcome.server, str(exc), outcome.tool)
         try:
             outcome.future = client.call_tool_future(outcome.tool, outcome.parsed.arguments,
                                                      timeout=max(deadline - monotonic(), 1e-3))

@@ -254,11 +254,11 @@ class ServerPool:
             if isinstance(exc, SignInRequired):
                 # Not a server in trouble: it waits for the user's auth.login(url), and the first call
                 # after that connects (no backoff; a connect that needs a sign-in fails at once).
-                log.warning("server %r needs a sign-in: %s", state.name, exc)
+                log.warning("server %r needs a sign-in: %s", state.name, str(exc))
                 raise
             state.failures += 1
             state.retry_at = monotonic() + self._delay(state.failures)
-            log.warning("server %r could not be started: %s", state.name, exc)
+            log.warning("server %r could not be started: %s", state.name, str(exc))
             raise
         state.client, state.error, state.ever_connected = client, None, True
         state.connected_at = monotonic()
@@ -295,7 +295,7 @@ class ServerPool:
         try:
             client.subscribe(tools=True, on_change=changed, timeout=left)
         except MCPError as exc:
-            log.debug("server %r: no tool change notifications (%s)", state.name, exc)
+            log.debug("server %r: no tool change notifications (%s)", state.name, str(exc))
 
     def gone_text(self, state: ServerState, exc: BaseException) -> str:
         """A call failed because ``state``'s server went away or could not be reached: what happened and what

@@ -87,6 +87,7 @@ class Call:
         "on_task",
         "params",
         "prepared",
+        "prepared_note",
         "reset",
         "retried",
         "rounds",
@@ -118,6 +119,8 @@ class Call:
         self.rounds = 0
         #: Something ran before the first send (see ``Caller.before_send``): it goes out under ``deadline`` too.
         self.prepared = False
+        #: What explained a timeout while preparing (a listing whose connect had not finished), for the call's own.
+        self.prepared_note = ""
         self.retried = False
         self.deadline = math.inf  # monotonic time by which every round must be done
         #: Set by :meth:`Caller.result`: the answer came from the cache.
@@ -131,6 +134,7 @@ class Call:
         other.rounds = self.rounds
         other.retried = self.retried
         other.prepared = self.prepared
+        other.prepared_note = self.prepared_note
         other.deadline = self.deadline
         return other
 
@@ -245,35 +249,39 @@ class Caller:
             future=future,
         )
 
-    def _call_timeout(self, call: Call) -> RequestTimeout:
+    def _call_timeout(self, call: Call, request_id: Any = None) -> RequestTimeout:
+        """The call's deadline passed; ``request_id``: the request then carrying it (None: none was pending)."""
         timeout = call.timeout or 0.0
         rounds = f" in {call.rounds + 1} rounds" if call.rounds else ""
-        note = self._silence_note()
+        note = self._silence_note(request_id) or call.prepared_note
+        text = f"; {note}" if note else ""
         if call.reset and call.max_timeout is not None:  # the call's deadline is max_timeout from its start
             return RequestTimeout(
-                f"server {self.name!r} did not complete {call.method} within {call.max_timeout:g} s{rounds}{note} "
+                f"server {self.name!r} did not complete {call.method} within {call.max_timeout:g} s{rounds}{text} "
                 f"(max_timeout; the timeout of {timeout:g} s is reset by progress; raise max_timeout= if the "
                 "operation is slow)",
                 method=call.method,
                 timeout=call.max_timeout,
+                note=note,
             )
         return RequestTimeout(
-            f"server {self.name!r} did not complete {call.method} within {timeout:g} s{rounds}{note} "
+            f"server {self.name!r} did not complete {call.method} within {timeout:g} s{rounds}{text} "
             "(raise timeout= if the operation is slow)",
             method=call.method,
             timeout=timeout,
+            note=note,
         )
 
-    def _silence_note(self) -> str:
-        """``"; "`` and what explains the silence now (HTTP: a TCP connect, TLS handshake or name lookup that had
-        not finished), as the dispatcher adds to a timeout; "" when nothing does. Lines a stdio server wrote
-        earlier are not counted: the requests that waited for them said so."""
+    def _silence_note(self, request_id: Any) -> str:
+        """What explains the silence of request ``request_id`` now (HTTP: a TCP connect, TLS handshake or name lookup
+        of its that had not finished), as the dispatcher adds to a timeout; "" when nothing does. Lines a stdio
+        server wrote earlier are not counted: the requests that waited for them said so."""
         transport = self.connection.transport
         try:
-            note = transport.skipped_note(transport.skipped())
+            note = transport.skipped_note(transport.skipped(), request_id)
         except Exception:  # noqa: BLE001 - the timeout is reported whatever the transport says
             return ""
-        return f"; {note}" if note else ""
+        return note or ""
 
     # -- the modern era: result types, rounds, retries (reader and callbacks threads) ------
 
@@ -348,7 +356,7 @@ class Caller:
             if left > 0 and self.relist is not None:
                 self.relist(left if left != math.inf else None)
         except Exception as exc:  # noqa: BLE001 - the retry shows what is still wrong
-            log.debug("re-listing tools after a header mismatch failed: %s", exc)
+            log.debug("re-listing tools after a header mismatch failed: %s", str(exc))
         self._retry(call, future)
 
     def answer_inputs(self, requests: Any, future: Future[Any] | None = None) -> dict[str, Any]:
@@ -423,7 +431,7 @@ class Caller:
                     return self._drained(future, future.result(0))  # its own result or error (just in)
                 current = getattr(future, "context", call)
                 timed_out: Call = current if isinstance(current, Call) else call  # type: ignore[assignment]
-                error = self._call_timeout(timed_out)
+                error = self._call_timeout(timed_out, getattr(future, "request_id", None))
                 if isinstance(future, RequestFuture):
                     future.fail(error)
                 future.cancel()  # done now: only tells the server, if the request is still pending
@@ -559,7 +567,7 @@ class Caller:
                     raise
                 raise RequestTimeout(
                     f"server {self.name!r} did not finish {method} within {total:g} s ({pages - 1} pages so far)",
-                    method=method, timeout=total,
+                    method=method, timeout=total, note=exc.note,
                 ) from exc
             except RPCError as exc:
                 if any_cached:

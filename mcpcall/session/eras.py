@@ -93,14 +93,17 @@ class _Budget:
             raise self.exhausted(step)
         return left
 
-    def exhausted(self, step: str) -> RequestTimeout:
+    def exhausted(self, step: str, timed_out: RequestTimeout | None = None) -> RequestTimeout:
+        """The deadline passed at ``step``; ``timed_out``: how the request of that step timed out (its note: HTTP, a
+        connect of that request that had not finished)."""
         tried = f" ({'; '.join(self.steps)})" if self.steps else ""
-        note = self.note() if self.note is not None else None
+        note = (self.note() if self.note is not None else None) or (timed_out.note if timed_out is not None else None)
         return RequestTimeout(
             f"server {self.name!r} did not finish connecting within {self.timeout:g} s: no answer to {step}{tried}"
             + (f"; {note}" if note else ""),
             method=step,
             timeout=self.timeout,
+            note=note or "",
         )
 
 
@@ -182,7 +185,7 @@ class Negotiator:
                     return self._discover_or_fail(version, budget)
                 return self._initialize(version, budget)
             except (RPCError, ProtocolError, HTTPError) as exc:
-                log.info("server %r no longer speaks %s %s (%s); probing again", self.name, era, version, exc)
+                log.info("server %r no longer speaks %s %s (%s); probing again", self.name, era, version, str(exc))
                 _era_cache.pop(key, None)
         probed = monotonic()
         found = self._discover(LATEST_MODERN_VERSION, budget, probe=True)
@@ -201,14 +204,14 @@ class Negotiator:
                 return self._initialize(legacy[0], budget)
             modern = [v for v in MODERN_VERSIONS if v in exc.supported] or [LATEST_MODERN_VERSION]
             budget.steps.append(f"initialize: {exc}")
-            log.info("server %r refused initialize after a late probe (%s); speaking %s", self.name, exc, modern[0])
+            log.info("server %r refused initialize after a late probe (%s); speaking %s", self.name, str(exc), modern[0])
             return self._discover_or_fail(modern[0], budget)
         except HTTPError as exc:
             # Streamable HTTP refused (400/404/405): maybe the 2024-11-05 HTTP+SSE transport.
             fallback = self.transport.fallback()
             if exc.status not in (400, 404, 405) or fallback is None:
                 raise
-            log.info("server %r refused Streamable HTTP (%s); trying the HTTP+SSE transport", self.name, exc)
+            log.info("server %r refused Streamable HTTP (%s); trying the HTTP+SSE transport", self.name, str(exc))
             budget.steps.append(f"Streamable HTTP got HTTP {exc.status}")
             try:
                 self._switch_transport(fallback, budget.remaining("the HTTP+SSE stream"))
@@ -259,11 +262,12 @@ class Negotiator:
                     budget.steps.append(f"server/discover: no answer in {timeout:.3g} s")
                     log.debug("server %r did not answer server/discover within %.3g s; legacy", self.name, timeout)
                     return None
-                raise budget.exhausted("server/discover") from exc
+                raise budget.exhausted("server/discover", exc) from exc
             except (RPCError, HTTPError) as exc:
                 if probe:
                     budget.steps.append(f"server/discover: {exc}")
-                    log.debug("server %r did not answer server/discover as a modern server (%s); legacy", self.name, exc)
+                    log.debug("server %r did not answer server/discover as a modern server (%s); legacy", self.name,
+                              str(exc))
                     return None
                 detail = str(exc)
                 named = f"server {self.name!r} "
@@ -327,7 +331,7 @@ class Negotiator:
         try:
             result = future.result()
         except RequestTimeout as exc:
-            raise budget.exhausted("initialize") from exc
+            raise budget.exhausted("initialize", exc) from exc
         _check_complete(self.name, result, "initialize")
         chosen = result.get("protocolVersion")
         if chosen not in LEGACY_VERSIONS:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Union
 
 from .. import jsonrpc
-from ..callbacks import CallbackRunner
+from ..callbacks import CallbackRunner, log_exception
 from ..dispatcher import Dispatcher
 from ..errors import BadHandlerAnswer, ConfigError, NoHandler, ProtocolError, RPCError
 
@@ -348,12 +348,12 @@ class Inbound:
         except RPCError as exc:
             reply = jsonrpc.error_response(message["id"], exc.code, exc.message, exc.data)
         except BadHandlerAnswer as exc:  # the user's mistake: say which, send nothing of the answer
-            log.warning("%s", exc)
+            log.warning("%s", str(exc))
             reply = jsonrpc.error_response(message["id"], jsonrpc.INTERNAL_ERROR,
                                            f"the client's handler for {message['method']} gave an invalid answer")
-        except BaseException as exc:  # user code may raise anything; the server still gets an answer
+        except BaseException as exc:  # noqa: BLE001 - user code may raise anything; the server still gets an answer
             # The details stay here (they may hold a secret): the server learns only that it failed.
-            log.exception("handler for %s failed", message["method"])
+            log_exception(log, logging.ERROR, "handler for %s failed", message["method"])
             reply = jsonrpc.error_response(message["id"], jsonrpc.INTERNAL_ERROR,
                                            f"the client's handler for {message['method']} failed ({type(exc).__name__})")
         self.dispatcher.reply(reply)
@@ -401,8 +401,8 @@ class Inbound:
         if self.on_log is not None:
             try:
                 self.on_log(level, logger, data)
-            except Exception:
-                log.exception("on_log callback failed")
+            except Exception:  # noqa: BLE001 - user code: logged
+                log_exception(log, logging.ERROR, "on_log callback failed")
         number = _LOG_LEVELS.get(level, logging.INFO)
         if logger:
             self.logger.log(number, "[%s] %s", logger, data)

@@ -18,7 +18,7 @@ import warnings
 from concurrent.futures import Future
 from typing import Any, Callable
 
-from ..callbacks import CallbackRunner
+from ..callbacks import CallbackRunner, log_exception
 from ..dispatcher import Dispatcher, RequestFuture
 from ..errors import ConnectionClosed
 from ..forking import Owned
@@ -154,8 +154,8 @@ def close_all() -> None:
     for connection in list(_open):
         try:
             connection.close()
-        except Exception:  # exiting anyway
-            log.debug("closing the client for %r at exit failed", connection.name, exc_info=True)
+        except Exception:  # noqa: BLE001 - exiting anyway
+            log_exception(log, logging.DEBUG, "closing the client for %r at exit failed", connection.name)
 
 
 atexit.register(close_all)

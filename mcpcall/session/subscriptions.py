@@ -159,7 +159,7 @@ class Subscriptions:
                     self._listen(sub, timeout, first=True)
                 else:
                     log.debug("server %r declares none of the change notifications asked for (%r); "
-                              "subscriptions/listen not sent", self.name, sub)
+                              "subscriptions/listen not sent", self.name, repr(sub))
                     self._unsupported(sub)
             else:
                 self._legacy_open(sub, timeout)
@@ -193,7 +193,7 @@ class Subscriptions:
                 try:
                     self.caller.result(Call("resources/unsubscribe", {"uri": uri}, timeout), cache=False)
                 except MCPError as exc:
-                    log.debug("server %r: resources/unsubscribe %r failed: %s", self.name, uri, exc)
+                    log.debug("server %r: resources/unsubscribe %r failed: %s", self.name, uri, str(exc))
 
     def _offers_any(self, sub: Subscription) -> bool:
         """Whether the server's capabilities declare any of what ``sub`` asks for (the spec has no
@@ -273,7 +273,8 @@ class Subscriptions:
         if future.done() and not future.cancelled() and future.exception() is not None:
             error = future.exception()
             if _method_not_found(error):
-                log.debug("server %r does not offer subscriptions/listen (%s); no change notifications", self.name, error)
+                log.debug("server %r does not offer subscriptions/listen (%s); no change notifications", self.name,
+                          str(error))
                 self._unsupported(sub)
                 return
             raise error  # type: ignore[misc]
@@ -288,15 +289,15 @@ class Subscriptions:
         # through the callbacks runner, which hands it over from an I/O thread.
         if error is None:
             sub.ended = True
-            self.callbacks.log(log, logging.INFO, "server %r ended a subscription (%r)", self.name, sub)
+            self.callbacks.log(log, logging.INFO, "server %r ended a subscription (%s)", self.name, repr(sub))
             return
         if _method_not_found(error):  # no listen at all (any more): listening again cannot help
             with self._lock:
                 self._by_id.pop(sub.subscription_id, None)
             if sub.ever_acknowledged:
                 sub.ended = True
-                self.callbacks.log(log, logging.INFO, "server %r no longer offers subscriptions/listen; %r ended",
-                                   self.name, sub)
+                self.callbacks.log(log, logging.INFO, "server %r no longer offers subscriptions/listen; %s ended",
+                                   self.name, repr(sub))
             return
         if not sub.ever_acknowledged:
             return  # refused when opened: subscribe() raises it
@@ -305,7 +306,7 @@ class Subscriptions:
         delay = sub._delay
         sub._delay = min(delay * 2, _RELISTEN_MAX)
         self.callbacks.log(log, logging.INFO, "server %r: subscription stream broke (%s); listening again in %.1f s",
-                           self.name, error, delay)
+                           self.name, str(error), delay)
         callbacks = self.callbacks
 
         def relisten() -> None:  # on the scheduler: only hand over
@@ -319,7 +320,7 @@ class Subscriptions:
         try:
             self._listen(sub, None, first=False)
         except MCPError as exc:
-            log.info("server %r: listening again failed (%s)", self.name, exc)
+            log.info("server %r: listening again failed (%s)", self.name, str(exc))
             self._ended(sub, _failed(exc))
 
     # -- what the server sends (reader thread) ----------------------------------------------

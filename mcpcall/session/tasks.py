@@ -161,7 +161,7 @@ class Task:
             try:
                 answer = self._tasks.caller.result(Call("tasks/cancel", {"taskId": task_id}, timeout), cache=False)
             except MCPError as exc:
-                log.info("server %r: tasks/cancel of %s failed: %s", self._tasks.name, task_id, exc)
+                log.info("server %r: tasks/cancel of %s failed: %s", self._tasks.name, task_id, str(exc))
             else:
                 self._cancelled(answer)
         return True
@@ -381,7 +381,8 @@ class Tasks:
         try:
             self.caller.send(Call("tasks/cancel", {"taskId": task_id}, None))
         except MCPError as exc:
-            self.caller.callbacks.log(log, logging.DEBUG, "server %r: tasks/cancel of %s failed: %s", self.name, task_id, exc)
+            self.caller.callbacks.log(log, logging.DEBUG, "server %r: tasks/cancel of %s failed: %s", self.name, task_id,
+                                      str(exc))
 
     # -- pushed status (subscriptions) ----------------------------------------------------
 
@@ -395,7 +396,7 @@ class Tasks:
                 self._advance(task, parse_task_status(params, self.name))
             except ProtocolError as exc:
                 self.caller.callbacks.log(log, logging.DEBUG, "server %r: a task notification was malformed: %s",
-                                          self.name, exc)  # on the reader: handed to the callbacks thread
+                                          self.name, str(exc))  # on the reader: handed to the callbacks thread
 
     def close(self) -> None:
         """The client closed: every task handle still waiting fails."""

@@ -131,9 +131,11 @@ class ToolCatalog:
         try:
             self.list_tools(timeout)
         except (RPCError, ProtocolError, RequestTimeout) as exc:  # the server's refusal; a lost connection or session raises
+            if isinstance(exc, RequestTimeout):  # what held the listing up holds the call up: its timeout says it too
+                call.prepared_note = exc.note
             self._unlistable_until = monotonic() + _RELIST_AFTER
             log.warning("server %r: the tools could not be listed to learn the outputSchema of %r, so its result is "
-                        "not checked (%s)", self.name, name, exc)
+                        "not checked (%s)", self.name, name, str(exc))
         finally:
             with self._lock:
                 self._listing = None

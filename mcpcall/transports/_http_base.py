@@ -256,8 +256,6 @@ class HTTPBase(Transport):
         self._busy = 0  # exchanges submitted and not yet ended: the workers' (queued too) and the callers' own
         self._exchanges: dict[Any, Exchange] = {}  # request id -> its exchange, from send() until its job ends
         self._active: set[Exchange] = set()  # every exchange under way (requests, notices, acknowledgements)
-        self._unresolved: str | None = None  # the host whose lookup the last exchange that ended gave up on
-        self._unreached: str | None = None  # what the last exchange that ended gave up on while connecting
         self._closing = threading.Event()
         self._closed = False
         self._ended: ConnectionClosed | None = None  # why the connection ended on its own (under _lock)
@@ -523,7 +521,7 @@ class HTTPBase(Transport):
         if receiver is None or self._closing.is_set():
             return
         if request_id is None:
-            self._log(logging.DEBUG, "server %r: %s", self.name, error)
+            self._log(logging.DEBUG, "server %r: %s", self.name, str(error))
             return
         receiver.on_bad_message(error, request_id)
 
@@ -563,6 +561,8 @@ class HTTPBase(Transport):
             with exchange, caller_waits(False):  # what it sends meanwhile (a next round) nobody blocks on here
                 if not exchange.aborted.is_set():
                     self._run_job(job)
+                else:
+                    self._not_run(job)
         except Exception as exc:  # noqa: BLE001 - whatever happens ends in the Future it concerns
             if not exchange.aborted.is_set():
                 self._fail(job.request_id, self.transport_error(exc, job.method))
@@ -585,6 +585,8 @@ class HTTPBase(Transport):
                 with job.exchange:
                     if not job.exchange.aborted.is_set():
                         self._run_job(job)
+                    else:
+                        self._not_run(job)
             except BaseException as exc:  # noqa: BLE001 - whatever happens ends in the Future it concerns
                 if not job.exchange.aborted.is_set():
                     self._fail(job.request_id, self.transport_error(exc, job.method))
@@ -599,28 +601,32 @@ class HTTPBase(Transport):
     def _run_job(self, job: Job) -> None:
         raise NotImplementedError
 
+    def _not_run(self, job: Job) -> None:
+        """``job`` was aborted before it ran (its request was cancelled, answered or failed, or the client closed):
+        let go of what was kept for it until it ended."""
+
     def _ended_locked(self, exchange: Exchange) -> None:
-        """Under the lock: ``exchange`` is over; remember a name lookup or a connect it gave up on (see :meth:`skipped_note`)."""
+        """Under the lock: ``exchange`` is over."""
         self._active.discard(exchange)
-        if exchange.unresolved is not None:
-            self._unresolved = exchange.unresolved
-        elif exchange.connected:
-            self._unresolved = None
-        if exchange.connected:
-            self._unreached = None
-        elif exchange.connecting is not None and exchange.aborted.is_set():
-            self._unreached = exchange.connecting
 
-    def skipped_note(self, since: int = 0) -> str | None:
-        """What explains a silence over HTTP, or None: a name lookup that had not finished (a dead DNS server),
-        else a TCP connect or a TLS handshake that had not (a host that stopped accepting, a stalled handshake).
+    def skipped_note(self, since: int = 0, request_id: Any = None) -> str | None:
+        """What explains the silence of request ``request_id``, or None: a name lookup of its that had not finished
+        (a dead DNS server), else a TCP connect or a TLS handshake of its that had not (a host that stopped
+        accepting, a stalled handshake).
 
-        One of this transport's exchanges waits for it now, or the last one that
-        ended gave up on it (and none has reached the server since).
+        The request's own exchange waits for it now (asked when its deadline
+        passes, before the timeout aborts it: :attr:`RequestTimeout.note` keeps
+        it). What other exchanges wait for says nothing about this request: a
+        request the server has and does not answer is never told of another's
+        connect. None when ``request_id`` is None.
         """
+        if request_id is None:
+            return None
         with self._lock:
-            host = next((e.unresolved for e in self._active if e.unresolved is not None), self._unresolved)
-            stage = next((e.connecting for e in self._active if e.connecting is not None), self._unreached)
+            exchange = self._exchanges.get(request_id)
+            if exchange is None:
+                return None
+            host, stage = exchange.unresolved, exchange.connecting
         if host is not None:
             return lookup_note(host)
         return f"{stage} {self.display_url} had not finished" if stage is not None else None

@@ -497,7 +497,8 @@ def _wrap(response: Any, conn: Any, pool: Any, method: str, path: str) -> Any:
             assert_header_parsing(msg)
         except (HeaderParsingError, TypeError) as exc:
             # The path without its query, which may carry a key (this logger has no redaction of its own).
-            logging.getLogger("urllib3.connection").warning("Failed to parse headers (url=%s): %s", path.split("?", 1)[0], exc)
+            logging.getLogger("urllib3.connection").warning("Failed to parse headers (url=%s): %s", path.split("?", 1)[0],
+                                                             str(exc))
     items = getattr(msg, "_headers", None)
     if items is None:  # pragma: no cover - email.message.Message keeps its (name, value) pairs there
         items = msg.items()

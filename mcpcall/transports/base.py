@@ -155,7 +155,7 @@ class Transport:
         try:
             self.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
         except MCPError as exc:  # the peer is gone; nothing left to cancel
-            self._log(logging.DEBUG, "server %r: cancel of %r not sent: %s", self.name, request_id, exc)
+            self._log(logging.DEBUG, "server %r: cancel of %r not sent: %s", self.name, request_id, str(exc))
 
     def read_for(self, future: Any, deadline: float) -> bool:
         """Read on the caller's thread until ``future`` is done or ``deadline`` (monotonic) passes, if this
@@ -173,11 +173,14 @@ class Transport:
         """How many lines the peer has written so far that were not JSON-RPC messages (stdio), and were skipped."""
         return 0
 
-    def skipped_note(self, since: int = 0) -> str | None:
+    def skipped_note(self, since: int = 0, request_id: Any = None) -> str | None:
         """Those of :meth:`skipped` after the first ``since``, in a clause for an error about silence; None if none.
 
         What a peer wrote instead of answering explains a timeout: a server that
         prints a banner or logs to stdout, or a program that is no MCP server.
+        ``request_id``: the request whose silence it explains, if one does; a
+        transport that knows what each request waited for (HTTP: its own connect)
+        says only that request's (and nothing without one).
         """
         return None
 

@@ -232,7 +232,7 @@ class HTTPTransport(HTTPBase):
             try:
                 self._post_now(job)
             except MCPError as exc:
-                self._log(logging.DEBUG, "server %r: %s", self.name, exc)
+                self._log(logging.DEBUG, "server %r: %s", self.name, str(exc))
             finally:
                 self._notice_done()
             return
@@ -425,7 +425,7 @@ class HTTPTransport(HTTPBase):
                     finally:
                         response.close()
             except Exception as exc:  # noqa: BLE001 - the stream is optional; try again later
-                self._log(logging.DEBUG, "server %r: GET stream: %s", self.name, exc)
+                self._log(logging.DEBUG, "server %r: GET stream: %s", self.name, str(exc))
                 delay = min(delay * 2, _LISTEN_MAX_DELAY)
             self._listen_wake.wait(delay)  # set by a new session (ask again now) and by close()
 
@@ -455,7 +455,7 @@ class HTTPTransport(HTTPBase):
                     finally:
                         response.close()
             except MCPError as exc:
-                log.debug("server %r: DELETE of the session failed: %s", self.name, exc)
+                log.debug("server %r: DELETE of the session failed: %s", self.name, str(exc))
             finally:
                 timer.cancel()
         with self._lock:

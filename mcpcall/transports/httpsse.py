@@ -332,7 +332,7 @@ class SSETransport(HTTPBase):
         with self._lock:
             stream = self._stream
             stream.awaiting.pop(request_id, None)  # its answer is no longer awaited
-            stream.posting.discard(request_id)  # (a POST aborted before it ran never says it ended)
+            stream.posting.discard(request_id)  # its POST is aborted below: going no more
         if notify and stream.endpoint is not None:
             notice = jsonrpc.notification("notifications/cancelled", {"requestId": request_id, "reason": reason})
             headers = {"Content-Type": "application/json", **self.extra_headers}
@@ -352,6 +352,11 @@ class SSETransport(HTTPBase):
         finally:
             if job.request_id is not None:
                 self._posted(job, awaits)
+
+    def _not_run(self, job: Job) -> None:
+        assert isinstance(job, _Post)
+        if job.request_id is not None:
+            self._posted(job, False)  # never sent: nothing of it is to come on the stream
 
     def _posted(self, job: _Post, awaits: bool) -> None:
         """``job``'s POST ended; ``awaits``: acknowledged, its answer to come on the stream (unless that stream is over)."""

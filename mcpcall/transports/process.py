@@ -102,7 +102,7 @@ def signal_group(pid: int, sig: int, name: str) -> None:
     except ProcessLookupError:
         pass
     except PermissionError as exc:  # pragma: no cover
-        log.warning("could not signal server %r: %s", name, exc)
+        log.warning("could not signal server %r: %s", name, str(exc))
 
 
 def end_group(proc: subprocess.Popen[bytes], name: str, close_timeout: float, *, graceful: bool) -> None:

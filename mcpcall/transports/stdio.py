@@ -41,6 +41,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Any, Callable, Union
 
 from .. import jsonrpc, pieces
+from ..callbacks import log_exception
 from ..errors import ConfigError, ConnectionClosed, ProtocolError
 from ..forking import Owned, on_fork_in_child
 from .base import DEFAULT_MAX_MESSAGE_BYTES, Receiver, Transport
@@ -643,7 +644,7 @@ class StdioTransport(Transport):
             if jsonrpc.is_valid_id(request_id):
                 receiver.on_bad_message(error, request_id)
             else:
-                self._log(logging.DEBUG, "%s", error)
+                self._log(logging.DEBUG, "%s", str(error))
 
     def _skip(self, line: bytes, why: str) -> None:
         """A line of stdout that is no message: counted and kept (an excerpt) for the errors it may explain."""
@@ -661,7 +662,7 @@ class StdioTransport(Transport):
     def skipped(self) -> int:
         return self._skipped
 
-    def skipped_note(self, since: int = 0) -> str | None:
+    def skipped_note(self, since: int = 0, request_id: Any = None) -> str | None:
         count = self._skipped - since
         if count <= 0:
             return None
@@ -809,8 +810,8 @@ class StdioTransport(Transport):
                     return  # closing: a slow consumer does not hold the client's close() for long
                 try:
                     sink(text)
-                except Exception:  # one failing line does not hide the next
-                    log.debug("stderr callback for server %r failed", self.name, exc_info=True)
+                except Exception:  # noqa: BLE001 - one failing line does not hide the next
+                    log_exception(log, logging.DEBUG, "stderr callback for server %r failed", self.name)
         finally:
             self._stderr_shown += len(lines)
         if self._stderr_queued == self._stderr_shown:
@@ -819,8 +820,8 @@ class StdioTransport(Transport):
             if dropped:
                 try:
                     sink(f"(mcpcall: {dropped} lines of stderr not shown here: the consumer fell behind)")
-                except Exception:  # as for any line
-                    log.debug("stderr callback for server %r failed", self.name, exc_info=True)
+                except Exception:  # noqa: BLE001 - as for any line
+                    log_exception(log, logging.DEBUG, "stderr callback for server %r failed", self.name)
 
     def _pass_on(self, lines: list[str]) -> None:
         """From the drain: hand lines to the callbacks thread, never more than a bounded backlog."""

@@ -283,3 +283,30 @@ async def _failed(call: Any) -> BaseException:
     except mcpcall.ToolCallFailed as exc:
         return exc
     raise AssertionError("the call did not fail")
+
+
+@pytest.mark.parametrize("source", ["client", "registry"])
+def test_an_awaited_call_checks_its_result_off_the_event_loop(source: str, demo: mcpcall.Client) -> None:
+    """The outputSchema check's cost is the server's to choose: an awaited call must not run it on the event loop's
+    thread (asyncio.wrap_future reads the call's Future there)."""
+    (add,) = [t for t in mcp_tools(source_of(source, demo), timeout=20) if t.name in ("add", "mcp__demo__add")]
+    checks = demo._tools._output_checks
+    original = checks["add"]
+    ran_on: list[int] = []
+    names: list[str] = []
+
+    def check(value: Any, *deadline: float) -> None:
+        ran_on.append(threading.get_ident())
+        names.append(threading.current_thread().name)
+        original(value, *deadline)
+
+    checks["add"] = check
+
+    async def main() -> tuple[Any, int]:
+        return await add.acall({"a": 2, "b": 3}), threading.get_ident()
+
+    result, loop_thread = run_async(main)
+    assert result.structured_content == {"sum": 5}
+    assert len(ran_on) == 1, ran_on  # checked, once
+    assert ran_on[0] != loop_thread, "the outputSchema check ran on the event loop's thread"
+    assert not names[0].startswith("mcpcall-callbacks-"), names  # nor on the client's callbacks thread (user code's)

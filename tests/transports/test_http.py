@@ -400,6 +400,38 @@ def test_sse_transport_forgotten_session_fails_the_calls_awaiting_its_stream(ser
     assert len(server.requests("initialize")) == 2
 
 
+def test_sse_transport_oversize_answer_to_a_queued_post_leaves_nothing_behind(server: FaultServer) -> None:
+    # An event over the limit naming a request whose POST still waited for a worker: the request failed, its POST was
+    # aborted before it ran, and its id stayed in the stream's set of POSTs going, for the life of the stream.
+    server.modern = False
+    with connect(server.origin + "/sse", transport="sse", max_workers=1, max_message_bytes=4096) as client:
+        client.list_tools()
+        transport: Any = client.transport
+        stream = transport._stream
+        server.stall.add("echo")  # the one worker is held by this POST
+        held = client.call_tool_future("echo", {"message": "held"}, timeout=20)
+        assert server.wait_for(lambda: bool(calls(server, "echo")))
+        queued = client.call_tool_future("trickle", {"message": "queued"}, timeout=20)
+        rid = queued.request_id
+        with transport._lock:
+            assert rid in stream.posting and transport._exchanges[rid] is not None
+            exchange = transport._exchanges[rid]
+        session = sse_session(client)
+        server._sse_queues[session].put({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text",
+                                                                                            "text": "x" * 8192}]}})
+        with pytest.raises(mcpcall.ProtocolError, match="over the limit of 4096 bytes"):
+            queued.result(timeout=10)
+        assert wait_until(exchange.aborted.is_set), "the queued POST of the failed request was not aborted"
+        server.release.set()  # the held POST ends; the worker then finds the queued one aborted, and skips it
+        assert held.result(timeout=10).text == "held"
+        assert wait_until(lambda: not transport._exchanges), "the queued POST never ended"
+        assert wait_until(lambda: not stream.posting), f"ids left in the stream's POSTs going: {stream.posting}"
+        assert not stream.awaiting, stream.awaiting
+        assert stream is transport._stream  # the same stream, alive
+        assert client.call_tool("echo", {"message": "after"}, timeout=10).text == "after"
+    assert not [c for c in calls(server, "trickle")], "the aborted POST was sent"
+
+
 def test_sse_transport_new_session_whose_stream_names_no_endpoint(server: FaultServer) -> None:
     # The new session's stream does not come up in time: that call fails within its deadline, the client stays alive
     # and tries again on the next call.

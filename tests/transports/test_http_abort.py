@@ -13,6 +13,7 @@ so the client's SYN goes unanswered) and a listening socket that never accepts
 
 from __future__ import annotations
 
+import gc
 import socket
 import threading
 from collections.abc import Iterator
@@ -164,3 +165,37 @@ def test_a_notify_never_acknowledged_on_a_new_connection_is_no_connect_failure(s
     finally:
         server.release.set()
         client.close()
+
+
+# -- what a timeout says: the request's own connect, never another's ----------------------------------------------
+
+
+@pytest.mark.parametrize("protocol", ["modern", "legacy"])
+def test_a_timeout_names_only_the_connect_of_its_own_request(tmp_path: Path, protocol: str) -> None:
+    # The note "the TLS handshake with URL had not finished" described the whole transport: a request the server had
+    # and never answered got it too, as long as another request was connecting when it timed out.
+    cert_file, key_file = self_signed_cert(tmp_path)
+    server = FaultServer(tls=(cert_file, key_file)).start()
+    try:
+        client = mcpcall.connect(server.url, name="tls", timeout=10, protocol=protocol, verify=cert_file)
+        try:
+            server.cut()  # the pooled connections are gone: each request below opens its own
+            reached = client.call_tool_future("hold", {"seconds": 30}, timeout=2)  # the server has it, never answers
+            assert server.wait_for(lambda: any(s.body["params"]["name"] == "hold" for s in server.requests("tools/call")))
+            server.tls_handshake = "silent"  # from now on a new connection never gets through its handshake
+            stuck = client.call_tool_future("echo", {"message": "hi"}, timeout=4)
+            assert wait_until(lambda: connecting(client.transport)), "the second call never started connecting"
+            assert not reached.done(), "the first call timed out before the second one was connecting"
+            error = reached.exception(timeout=2 + MARGIN)
+            assert isinstance(error, mcpcall.RequestTimeout), error
+            assert "did not answer tools/call within 2 s" in str(error), error
+            assert "had not finished" not in str(error), f"the server had that request, yet: {error}"
+            assert connecting(client.transport), "the second call was not connecting any more when the first timed out"
+            error = stuck.exception(timeout=2 + MARGIN)
+            assert isinstance(error, mcpcall.RequestTimeout), error
+            assert f"within 4 s; the TLS handshake with {server.url} had not finished" in str(error), error
+        finally:
+            client.close()
+    finally:
+        gc.collect()
+        server.stop()
