@@ -77,10 +77,8 @@ checks this table against every thread the package starts)::
     mcpcall-notice-cli           0-1 per CLI run                   prints "still waiting" on the command line
     mcpcall-server-<server>      1 per memory transport            the in-process server of the memory transport
                                                                    (its reader is mcpcall-reader-<server>)
-    mcpcall-start-<server>       1 per awaited integration call    makes an integration's call off the event loop
-                                                                   (a listing or a connect may come first), waits
-                                                                   and reads its outcome (an outputSchema check
-                                                                   runs here, not on the loop), then ends
+    mcpcall-start-<server>       1 per awaited integration call    starts an integration's call off the event loop
+                                                                   (a listing or a connect may come first), then ends
 
 User code (handlers, progress, done-callbacks, logging handlers) runs only on a caller's thread or the callbacks
 thread, never on a reader, writer, HTTP, listen, SSE, lookup or scheduler thread.

@@ -13,7 +13,6 @@ line; the whole error is its ``__cause__`` and is logged on ``mcpcall.integratio
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import importlib
 import keyword
@@ -145,26 +144,26 @@ class MCPTool:
                     on_progress: ProgressCallback | None = None) -> CallToolResult:
         """:meth:`call` from a running event loop, which keeps running meanwhile.
 
-        The call is made on a thread of its own (``mcpcall-start-<server>``):
-        starting may list the tools again, open a new session or connect a
-        registry's server, and none of that may block the loop; that thread
-        then waits for the call's outcome and reads it, so that a check of the
-        result against the tool's ``outputSchema`` (its cost is the server's to
-        choose) runs there, not on the loop, which gets the outcome as checked.
-        Cancelling the awaiting task cancels the call at the server, for a
-        client and a registry alike.
+        The call is started on a short-lived thread of its own
+        (``mcpcall-start-<server>``: starting may list the tools again, open a
+        new session or connect a registry's server, and none of that may block
+        the loop), then its Future is awaited (:func:`_outcome`: the check of
+        the result against the tool's ``outputSchema``, whose cost is the
+        server's to choose, runs in the loop's default executor, not on the
+        loop). Cancelling the awaiting task cancels the call at the server, for
+        a client and a registry alike.
         """
         seconds = self.timeout if timeout is None else timeout
         on_progress = self._progress(on_progress)
         try:
             future = await self._start(functools.partial(self._future, arguments, seconds, on_progress))
             try:
-                result: CallToolResult = await asyncio.wrap_future(future)  # done and checked: read at once
+                result: CallToolResult = await _outcome(future)
             except SessionExpired as exc:  # not run: once more, in the new session the client opens
                 again = await self._start(functools.partial(self._again, future, exc, arguments, seconds, on_progress))
                 if again is None:
                     raise
-                result = await asyncio.wrap_future(again)
+                result = await _outcome(again)
         except (MCPError, FutureTimeout) as exc:
             raise self.failure(exc, seconds) from exc
         return self._checked(result)
@@ -186,10 +185,9 @@ class MCPTool:
         return source.call_tool_future(self.tool.name, arguments, timeout=seconds, on_progress=on_progress)
 
     async def _start(self, start: Callable[[], T]) -> T:
-        """``start()`` run on a thread of its own while the loop goes on; a Future it returns is handed back
-        once done, its outcome read there (:func:`_read_outcome`). That Future is cancelled should the awaiting
-        task be cancelled first (its call would be nobody's), by whichever side comes second: the task as it is
-        cancelled (which also ends the thread's wait), or the thread as it ends (the loop may never run again)."""
+        """``start()`` run on a short-lived thread of its own while the loop goes on; a Future it returns is
+        cancelled should the awaiting task be cancelled first (its call would be nobody's), by whichever side
+        comes second: the task as it is cancelled, or the thread as it ends (the loop may never run again)."""
         loop = asyncio.get_running_loop()
         box: asyncio.Future[T] = loop.create_future()
         lock = threading.Lock()
@@ -219,8 +217,6 @@ class MCPTool:
             if gone:
                 _cancel(value)
                 return
-            if not failed:
-                _read_outcome(value)
             try:
                 loop.call_soon_threadsafe(settle, value, failed)
             except RuntimeError:  # the loop is closed: nobody waits
@@ -284,17 +280,39 @@ class MCPTool:
         return ToolCallFailed(failure_text(what, exc, seconds))
 
 
-def _read_outcome(value: Any) -> None:
-    """Wait for ``value``, if it is a Future, and read its outcome (not off the loop: a check of the result runs here).
+async def _outcome(future: Future[T]) -> T:
+    """``future``'s outcome, awaited from the loop without reading it there.
 
-    A :class:`~mcpcall.RequestFuture` checks its result on the thread that first
-    reads it; ``asyncio.wrap_future`` would read it on the loop. Read here, the
-    verdict is kept, and the loop's read runs no check. The wait ends with the
-    call: its timeout, a cancel (the awaiting task's too), or the client's close.
+    A :class:`~mcpcall.RequestFuture` checks its result against the tool's
+    ``outputSchema`` on the thread that first reads it, and ``asyncio.wrap_future``
+    would read it on the loop's thread. The loop is only told when the call is
+    done; the result is then read in the loop's default executor, holding one of
+    its workers for the check alone (never for the wait). Cancelling the awaiting
+    task cancels the call.
     """
-    if isinstance(value, Future):
-        with contextlib.suppress(BaseException):  # cancelled, failed: the task sees it as the Future says
-            value.exception()
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def wake(_: Any) -> None:  # on whichever thread completes the call: only tells the loop
+        try:
+            loop.call_soon_threadsafe(_set_done, done)
+        except RuntimeError:  # the loop is closed: nobody waits
+            pass
+
+    future.add_done_callback(wake)
+    try:
+        await done
+    except BaseException:
+        future.cancel()
+        raise
+    if future.cancelled():
+        raise asyncio.CancelledError
+    return await loop.run_in_executor(None, future.result, 0)
+
+
+def _set_done(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)
 
 
 def _cancel(value: Any) -> None:

@@ -310,3 +310,27 @@ def test_an_awaited_call_checks_its_result_off_the_event_loop(source: str, demo:
     assert len(ran_on) == 1, ran_on  # checked, once
     assert ran_on[0] != loop_thread, "the outputSchema check ran on the event loop's thread"
     assert not names[0].startswith("mcpcall-callbacks-"), names  # nor on the client's callbacks thread (user code's)
+
+
+@pytest.mark.parametrize("source", ["client", "registry"])
+def test_awaited_calls_in_flight_hold_no_thread_each(source: str, demo: mcpcall.Client) -> None:
+    """A start thread ends once its call is sent: calls awaited at once do not park a thread each (nor an
+    executor worker) while the server works on them."""
+    (slow,) = [t for t in mcp_tools(source_of(source, demo), timeout=20) if t.name in ("slow", "mcp__demo__slow")]
+
+    def starters() -> int:
+        return sum(t.name.startswith("mcpcall-start-") for t in threading.enumerate())
+
+    seen: list[int] = []
+
+    async def main() -> list[Any]:
+        calls = [asyncio.ensure_future(slow.acall({"seconds": 1.5, "steps": 1})) for _ in range(12)]
+        await asyncio.sleep(0)
+        while starters() and not all(c.done() for c in calls):
+            await asyncio.sleep(0.02)
+        seen.append(sum(not c.done() for c in calls))  # still at the server, with no start thread left
+        return list(await asyncio.gather(*calls))
+
+    results = run_async(main)
+    assert len(results) == 12 and all(not r.is_error for r in results)
+    assert seen == [12], f"{seen} calls were still in flight once the start threads had ended (want 12)"
