@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, List, Optional, Set
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Set
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.servers.http_fault_server import FaultServer
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -188,6 +193,45 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
             return False
         time.sleep(0.01)
     return True
+
+
+@contextmanager
+def running_fault_server(**options: Any) -> Iterator[FaultServer]:
+    """A :class:`~tests.servers.http_fault_server.FaultServer` (``options`` for its constructor), started in this
+    process; stopped on leaving, after a garbage collection. An error raised from a call sits in a reference cycle
+    (traceback -> frame -> future -> error) that keeps the closed client's pooled sockets open until the next
+    collection (tests/transports/test_http.py, test_close_releases_sockets_while_an_error_is_held, shows that bug
+    on its own): collecting here keeps the leak check of every test about that test's subject."""
+    from tests.servers.http_fault_server import FaultServer
+
+    server = FaultServer(**options).start()
+    try:
+        yield server
+    finally:
+        gc.collect()
+        server.stop()
+
+
+@pytest.fixture
+def server() -> Iterator[FaultServer]:
+    """A fault server on 127.0.0.1 (tests/servers/http_fault_server.py). A module that means another server by
+    ``server`` defines its own; one that wants this one set up otherwise overrides it, asking for it."""
+    with running_fault_server() as fault:
+        yield fault
+
+
+@pytest.fixture
+def other() -> Iterator[FaultServer]:
+    """A second fault server, on another port: another origin, which must never hear from a client of ``server``."""
+    with running_fault_server() as fault:
+        yield fault
+
+
+@pytest.fixture
+def other_host() -> Iterator[FaultServer]:
+    """A second fault server on another host of loopback (127.0.0.2): it must never hear from a client of ``server``."""
+    with running_fault_server(host="127.0.0.2") as fault:
+        yield fault
 
 
 @pytest.fixture(scope="session")

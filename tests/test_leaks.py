@@ -25,7 +25,7 @@ import pytest
 import mcpcall
 from mcpcall import forking
 from tests import loadcheck
-from tests.conftest import PYTHON, SERVERS, demo_argv, fault_argv
+from tests.conftest import PYTHON, SERVERS, demo_argv, fault_argv, running_fault_server
 from tests.servers import http_fault_server
 from tests.servers.http_fault_server import FaultServer, Reply
 
@@ -39,11 +39,9 @@ HOLD = [PYTHON, str(SERVERS / "hold_server.py")]
 
 @pytest.fixture(scope="module")
 def http_server() -> Iterator[FaultServer]:
-    server = FaultServer().start()
-    try:
+    """One fault server for the module: a server per test would be cycles of its own."""
+    with running_fault_server() as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _check(report: loadcheck.CycleReport, what: str) -> None:

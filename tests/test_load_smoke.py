@@ -14,7 +14,6 @@ leaked object per call would add.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 
@@ -37,15 +36,6 @@ SOAK_BLOCKS_PER_CALL = 0.05
 SOAK_RSS_GROWTH = 3_000_000
 
 
-@pytest.fixture
-def http_server() -> Iterator[FaultServer]:
-    server = FaultServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def echo(client: mcpcall.Client):  # type: ignore[no-untyped-def]
     return lambda argument: client.call_tool("echo", {"message": argument}).text
 
@@ -65,15 +55,15 @@ def test_stdio_calls_from_many_threads_each_get_their_own_answer(era: str) -> No
 
 
 @pytest.mark.parametrize(("reply", "era"), [("json", "legacy"), ("json", "modern"), ("sse", "legacy")])
-def test_http_calls_from_many_threads_each_get_their_own_answer(http_server: FaultServer, reply: str, era: str) -> None:
-    http_server.reply = reply
-    with mcpcall.connect(http_server.url, protocol=era, timeout=30) as client:
+def test_http_calls_from_many_threads_each_get_their_own_answer(server: FaultServer, reply: str, era: str) -> None:
+    server.reply = reply
+    with mcpcall.connect(server.url, protocol=era, timeout=30) as client:
         result = loadcheck.echo_load(echo(client), THREADS, CALLS)
         workers = http_threads()
         assert workers <= client.transport.max_workers, f"{workers} HTTP threads for {THREADS} callers"  # type: ignore[attr-defined]
     assert result.ok, result
     assert result.answered == THREADS * CALLS
-    assert len(http_server.requests("tools/call")) == THREADS * CALLS  # each sent once: none retried, none lost
+    assert len(server.requests("tools/call")) == THREADS * CALLS  # each sent once: none retried, none lost
 
 
 def test_thousands_in_flight_end_answered_or_timed_out_with_no_thread_each() -> None:

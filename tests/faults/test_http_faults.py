@@ -27,7 +27,6 @@ import gc
 import logging
 import threading
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
@@ -59,26 +58,6 @@ def cells(fault: str) -> Any:
 
 
 # -- servers and clients ------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def server() -> Iterator[FaultServer]:
-    s = FaultServer().start()
-    try:
-        yield s
-    finally:
-        gc.collect()  # an error held by a test keeps a closed client's sockets until collected
-        s.stop()
-
-
-@pytest.fixture
-def other() -> Iterator[FaultServer]:
-    """Another origin (host 127.0.0.2): it must never hear from a client of ``server``."""
-    s = FaultServer(host="127.0.0.2").start()
-    try:
-        yield s
-    finally:
-        s.stop()
 
 
 @pytest.fixture
@@ -398,15 +377,15 @@ def test_invalid_sse(server: FaultServer, transport: str, caplog: pytest.LogCapt
 
 @pytest.mark.fault("redirect to another origin")
 @cells("redirect to another origin")
-def test_redirect_to_another_origin(server: FaultServer, other: FaultServer, transport: str) -> None:
+def test_redirect_to_another_origin(server: FaultServer, other_host: FaultServer, transport: str) -> None:
     # The promise (mcpcall.urls, the transports): redirects are followed only within the origin of the URL given; the
     # other origin never hears of the request, so neither the bearer token, the headers nor a cookie reach it.
     path = "/messages?sessionId=x" if transport == HTTPSSE else "/mcp"
-    targets = [other.origin + path,  # another host
-               f"http://127.0.0.1:{other.port}{path}",  # another port (nothing listens there on 127.0.0.1)
+    targets = [other_host.origin + path,  # another host
+               f"http://127.0.0.1:{other_host.port}{path}",  # another port (nothing listens there on 127.0.0.1)
                f"https://127.0.0.1:{server.port}{path}",  # another scheme
-               f"http://127.0.0.1:{server.port}@127.0.0.2:{other.port}{path}",  # user info that names this host
-               f"//127.0.0.2:{other.port}{path}"]  # scheme-relative
+               f"http://127.0.0.1:{server.port}@127.0.0.2:{other_host.port}{path}",  # user info that names this host
+               f"//127.0.0.2:{other_host.port}{path}"]  # scheme-relative
     with connect(server, transport) as client:
         for status in (301, 302, 303, 307, 308):
             for target in targets:
@@ -416,12 +395,12 @@ def test_redirect_to_another_origin(server: FaultServer, other: FaultServer, tra
         if transport != HTTPSSE:
             # A first hop within the origin, then a second to another origin: each hop is judged against the URL given.
             server.redirect = "/mcp2"
-            server.fail["echo"] = Reply(307, b"", headers={"Location": other.url})
+            server.fail["echo"] = Reply(307, b"", headers={"Location": other_host.url})
             fails(echo(client), DEADLINE, mcpcall.HTTPError, "another origin")
             assert any(s.path == "/mcp2" for s in server.requests("tools/call")), "the same-origin hop was not followed"
         secrets_were_sent(server)
         usable(client, server)
-    assert other.seen == [], f"the other origin heard from the client: {other.seen}"
+    assert other_host.seen == [], f"the other origin heard from the client: {other_host.seen}"
 
 
 # -- an HTTP+SSE endpoint on another origin --------------------------------------------------------------------------------------
@@ -429,18 +408,18 @@ def test_redirect_to_another_origin(server: FaultServer, other: FaultServer, tra
 
 @pytest.mark.fault("endpoint on another origin")
 @cells("endpoint on another origin")
-def test_endpoint_on_another_origin(server: FaultServer, other: FaultServer, transport: str) -> None:
-    endpoints = [other.origin + "/messages?sessionId=x",
-                 f"//127.0.0.2:{other.port}/messages?sessionId=x",
-                 f"http://127.0.0.1:{other.port}/messages?sessionId=x",
+def test_endpoint_on_another_origin(server: FaultServer, other_host: FaultServer, transport: str) -> None:
+    endpoints = [other_host.origin + "/messages?sessionId=x",
+                 f"//127.0.0.2:{other_host.port}/messages?sessionId=x",
+                 f"http://127.0.0.1:{other_host.port}/messages?sessionId=x",
                  f"https://127.0.0.1:{server.port}/messages?sessionId=x",
-                 f"http://127.0.0.2:{other.port}\\@127.0.0.1:{server.port}/messages?sessionId=x"]  # parsers disagree
+                 f"http://127.0.0.2:{other_host.port}\\@127.0.0.1:{server.port}/messages?sessionId=x"]  # parsers disagree
     for endpoint in endpoints:
         server.sse_endpoint = endpoint
         fails(lambda: connect(server, transport, timeout=5), DEADLINE, mcpcall.ProtocolError, "another origin",
               what="connect()")
     assert not server.requests(verb="POST"), "something was POSTed before the endpoint was checked"
-    assert other.seen == [], f"the other origin heard from the client: {other.seen}"
+    assert other_host.seen == [], f"the other origin heard from the client: {other_host.seen}"
     seen = server.requests(verb="GET")
     assert len(seen) == len(endpoints) and all(s.headers.get("authorization") == f"Bearer {TOKEN}" for s in seen)
 

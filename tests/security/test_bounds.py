@@ -6,10 +6,8 @@ and tests/servers/http_fault_server.py on 127.0.0.1 (replies nested past any par
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -51,16 +49,6 @@ def test_a_listing_that_repeats_its_cursor_stops_at_once() -> None:
 
 
 # -- nesting -------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def server() -> Iterator[FaultServer]:
-    s = FaultServer().start()
-    try:
-        yield s
-    finally:
-        gc.collect()
-        s.stop()
 
 
 def _deep_answer(message: dict[str, Any]) -> bytes:

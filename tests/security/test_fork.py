@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,14 +18,9 @@ from tests.servers.http_fault_server import FaultServer
 
 
 @pytest.fixture
-def server() -> Iterator[FaultServer]:
-    s = FaultServer().start()
-    s.modern = False  # a legacy session: what a DELETE would end
-    try:
-        yield s
-    finally:
-        gc.collect()
-        s.stop()
+def server(server: FaultServer) -> FaultServer:
+    server.modern = False  # a legacy session: what a DELETE would end
+    return server
 
 
 def test_a_child_closing_the_parents_clients_ends_nothing_of_the_parents(server: FaultServer) -> None:

@@ -10,11 +10,9 @@ reprs of the client, its transport and its auth.
 
 from __future__ import annotations
 
-import gc
 import logging
 import socket
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
 
@@ -32,25 +30,6 @@ TOKEN = "tok-SECRET-3"
 HEADER = "hdr-SECRET-4"
 ENV_VALUE = "env-SECRET-5"
 PATH_KEY = "sk-SECRETpath0123456789"
-
-
-@pytest.fixture
-def server() -> Iterator[FaultServer]:
-    s = FaultServer().start()
-    try:
-        yield s
-    finally:
-        gc.collect()  # an error held in a traceback cycle keeps pooled sockets open until collected
-        s.stop()
-
-
-@pytest.fixture
-def other() -> Iterator[FaultServer]:
-    s = FaultServer().start()
-    try:
-        yield s
-    finally:
-        s.stop()
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

@@ -7,7 +7,6 @@ server/discover with error -32602: Invalid request parameters".
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
 import pytest
 
@@ -16,13 +15,9 @@ from tests.servers.http_fault_server import FaultServer
 
 
 @pytest.fixture
-def server() -> Iterator[FaultServer]:
-    s = FaultServer().start()
-    s.modern = False  # a legacy-only server: server/discover is -32601
-    try:
-        yield s
-    finally:
-        s.stop()
+def server(server: FaultServer) -> FaultServer:
+    server.modern = False  # a legacy-only server: server/discover is -32601
+    return server
 
 
 def test_modern_refused_names_the_server_once(server: FaultServer) -> None:

@@ -8,13 +8,11 @@ to go wrong.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import select
 import subprocess
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -71,14 +69,9 @@ http.close()
 
 
 @pytest.fixture
-def server() -> Iterator[FaultServer]:
-    s = FaultServer().start()
-    s.modern = False  # a legacy session: the one a child must not DELETE
-    try:
-        yield s
-    finally:
-        gc.collect()
-        s.stop()
+def server(server: FaultServer) -> FaultServer:
+    server.modern = False  # a legacy session: the one a child must not DELETE
+    return server
 
 
 @pytest.mark.timeout(60)

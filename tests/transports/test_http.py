@@ -11,13 +11,11 @@ remembered per origin never carries over).
 from __future__ import annotations
 
 import base64
-import gc
 import json
 import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import CancelledError
 from typing import Any
 
@@ -29,30 +27,6 @@ from tests.conftest import wait_until
 from tests.servers.http_fault_server import HEADER_MISMATCH, META_VERSION, MODERN, FaultServer, Reply, Seen, big_text
 
 NAME = "fault"
-
-
-@pytest.fixture
-def server() -> Iterator[FaultServer]:
-    s = FaultServer().start()
-    try:
-        yield s
-    finally:
-        # An error raised from a call sits in a reference cycle (traceback -> frame -> future ->
-        # error) that keeps the closed client's pooled sockets open until the next GC; see
-        # test_close_releases_sockets_while_an_error_is_held, which shows that bug on its own.
-        # Collect here so that the leak check of every other test is about that test's subject.
-        gc.collect()
-        s.stop()
-
-
-@pytest.fixture
-def other() -> Iterator[FaultServer]:
-    """A second server on another port: another origin, which must never hear from the client."""
-    s = FaultServer().start()
-    try:
-        yield s
-    finally:
-        s.stop()
 
 
 def connect(url: str, **options: Any) -> mcpcall.Client:

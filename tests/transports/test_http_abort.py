@@ -26,7 +26,6 @@ import mcpcall
 from mcpcall.config import make_transport
 from tests.conftest import self_signed_cert, wait_until
 from tests.servers.http_fault_server import FaultServer
-from tests.transports.test_http import server  # noqa: F401 - the fixture: a fault server, collected after each test
 from tests.transports.test_http_hardening import Background, outcome_of
 
 MARGIN = 1.5  # what a bound may take beyond its deadline on a loaded machine

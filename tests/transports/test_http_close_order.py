@@ -15,7 +15,6 @@ import pytest
 
 import mcpcall
 from tests.servers.http_fault_server import FaultServer
-from tests.transports.test_http import server  # noqa: F401 - the fixture: a fault server, collected after each test
 
 
 

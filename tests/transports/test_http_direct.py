@@ -22,7 +22,6 @@ import pytest
 import mcpcall
 from mcpcall.transports.http import HTTPTransport
 from tests.servers.http_fault_server import FaultServer, Reply
-from tests.transports.test_http import server  # noqa: F401 - the fixture: a fault server, collected after each test
 
 
 def _urllib3_responses(monkeypatch: pytest.MonkeyPatch) -> list[int]:

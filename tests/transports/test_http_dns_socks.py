@@ -31,7 +31,6 @@ from mcpcall.transports import _lookups
 from mcpcall.transports._exchanges import Exchange
 from tests.conftest import wait_until
 from tests.servers.http_fault_server import FaultServer
-from tests.transports.test_http import server  # noqa: F401 - the fixture: a fault server, collected after each test
 from tests.transports.test_http_abort import ca_file, silent_tls  # noqa: F401 - fixtures
 from tests.transports.test_http_hardening import Background, outcome_of
 

@@ -9,7 +9,6 @@ against the TypeScript SDK's ``elicitationFormExample.js``).
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import math
@@ -35,15 +34,10 @@ def accept(params: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def server() -> Iterator[FaultServer]:
-    s = FaultServer().start()
-    s.modern = False
-    s.get_stream = "sse"
-    try:
-        yield s
-    finally:
-        gc.collect()
-        s.stop()
+def server(server: FaultServer) -> FaultServer:
+    server.modern = False
+    server.get_stream = "sse"
+    return server
 
 
 def test_a_call_right_after_connect_finds_the_get_stream_open(server: FaultServer) -> None:

@@ -12,7 +12,6 @@ import logging
 import socket
 import threading
 import tracemalloc
-from collections.abc import Iterator
 from time import monotonic
 from typing import Any
 
@@ -23,21 +22,10 @@ from mcpcall.config import make_transport
 from mcpcall.transports import http as http_module
 from tests.conftest import wait_until
 from tests.servers.http_fault_server import FaultServer, Reply, _error, sse_event
-from tests.transports.test_http import server  # noqa: F401 - the fixture: a fault server, collected after each test
 from tests.transports.test_http import NAME, calls, connect
 
 SECRETS = ("hunter2", "k-s3cr3t")
 
-
-
-@pytest.fixture
-def other() -> Iterator[FaultServer]:
-    """Another host on loopback (127.0.0.2): it must never hear from a client of ``server``."""
-    s = FaultServer(host="127.0.0.2").start()
-    try:
-        yield s
-    finally:
-        s.stop()
 
 
 def http_threads() -> list[str]:
@@ -87,23 +75,23 @@ def parsers_disagree(other: FaultServer, server: FaultServer, path: str) -> str:
 
 
 def test_endpoint_event_that_parsers_read_differently_never_reaches_the_other_host(
-        server: FaultServer, other: FaultServer) -> None:
+        server: FaultServer, other_host: FaultServer) -> None:
     # An urlsplit-based origin check accepted http://B\@A/ as A's own endpoint; requests then POSTed to B.
     server.modern = False
-    server.sse_endpoint = parsers_disagree(other, server, "/messages?sessionId=x")
+    server.sse_endpoint = parsers_disagree(other_host, server, "/messages?sessionId=x")
     with pytest.raises(mcpcall.MCPError) as info, \
             connect(server.origin + "/sse", headers={"X-Api-Key": "secret-key"}, protocol="auto") as client:
         client.call_tool("echo", {"message": "hi"})
-    assert other.seen == [], "the client sent requests (and its headers) to another host"
+    assert other_host.seen == [], "the client sent requests (and its headers) to another host"
     assert isinstance(info.value, mcpcall.ProtocolError) and "unclear URL" in str(info.value), info.value
 
 
-def test_redirect_that_parsers_read_differently_is_not_followed(server: FaultServer, other: FaultServer) -> None:
+def test_redirect_that_parsers_read_differently_is_not_followed(server: FaultServer, other_host: FaultServer) -> None:
     # A 307 to http://B\@A/ passed an urlsplit-based origin check and took the API key and token to B.
-    server.redirect = parsers_disagree(other, server, "/mcp")
+    server.redirect = parsers_disagree(other_host, server, "/mcp")
     with pytest.raises(mcpcall.MCPError) as info:
         connect(server.url, headers={"X-Api-Key": "secret-key"}, auth="tok")
-    assert other.seen == [], "the client followed a redirect to another host"
+    assert other_host.seen == [], "the client followed a redirect to another host"
     assert isinstance(info.value, mcpcall.HTTPError) and info.value.status == 307, info.value
     assert "unclear URL" in str(info.value)
 
@@ -340,11 +328,11 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_url_credentials_never_in_reprs_or_errors(server: FaultServer, other: FaultServer) -> None:
+def test_url_credentials_never_in_reprs_or_errors(server: FaultServer, other_host: FaultServer) -> None:
     # repr(transport) and HTTP error texts showed the URL as given: user:password@ and ?api_key=.
     url = f"http://u:hunter2@127.0.0.1:{server.port}/mcp?api_key=k-s3cr3t"
     server.fail["echo"] = Reply(500, b"oops", "text/plain")
-    server.fail["big"] = Reply(307, b"", headers={"Location": other.url})
+    server.fail["big"] = Reply(307, b"", headers={"Location": other_host.url})
     with connect(url) as client:
         texts = [repr(client), str(client), repr(client.transport)]
         for tool in ("echo", "big"):

@@ -24,7 +24,6 @@ import requests
 import mcpcall
 from tests.conftest import self_signed_cert
 from tests.servers.http_fault_server import FaultServer, Reply
-from tests.transports.test_http import server  # noqa: F401 - the fixture: a fault server, collected after each test
 
 
 def connect(url: str, **options: Any) -> mcpcall.Client:

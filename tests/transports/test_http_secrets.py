@@ -19,7 +19,6 @@ import pytest
 import mcpcall
 from mcpcall.config import make_transport, redact_url
 from tests.servers.http_fault_server import FaultServer
-from tests.transports.test_http import server  # noqa: F401 - the fixture: a fault server, collected after each test
 
 PATH_KEY = "sk-SECRETpath0123456789abcdef"
 QUERY_KEY = "SECRETquery42"

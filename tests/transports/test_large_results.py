@@ -20,7 +20,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -86,13 +85,9 @@ def peak_ratio(target: Any, arguments: dict[str, Any], **options: Any) -> float:
 
 
 @pytest.fixture
-def server() -> Iterator[FaultServer]:
-    fault = FaultServer().start()
-    fault.modern = False
-    try:
-        yield fault
-    finally:
-        fault.stop()
+def server(server: FaultServer) -> FaultServer:
+    server.modern = False  # a legacy server
+    return server
 
 
 @pytest.mark.timeout(60)
