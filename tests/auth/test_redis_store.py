@@ -22,6 +22,7 @@ from mcpcall.auth.oauth import OAuth
 from mcpcall.auth.tokens import MAX_CLIENTS, Token
 from mcpcall.errors import RefreshAborted, RefreshTimeout, TokenStoreUnavailable
 from tests.conftest import PYTHON, ROOT, child_pythonpath, wait_until
+from tests.secrets_check import assert_no_secret, shown
 
 from .. import redis_server as servers
 
@@ -238,25 +239,10 @@ def test_repr_and_errors_never_show_the_password(redis_server: str) -> None:
     assert PASSWORD not in repr(caught.value)
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
-    """``exc`` and every error reachable from it through ``__cause__`` and ``__context__`` (suppressed or not)."""
-    found: list[BaseException] = []
-    todo: list[BaseException] = [exc]
-    while todo:
-        item = todo.pop()
-        if any(item is seen for seen in found):
-            continue
-        found.append(item)
-        todo.extend(c for c in (item.__cause__, item.__context__) if c is not None)
-    return found
-
-
 def test_a_refused_write_keeps_no_token_in_the_error_or_its_chain(tmp_path: Path) -> None:
     """redis-py writes a failed pipeline command into its error, arguments and all: the token being stored. That
     error must not ride along as the context of TokenStoreUnavailable (suppressed contexts are still read: by
     error trackers, by ``traceback.TracebackException`` walkers)."""
-    import traceback
-
     process, port = servers.start(tmp_path / "redis")
     word = "".join(["s3c", "r3t"])  # never whole in this file's source, which a traceback quotes
     secret = token("at-" + word * 3, refresh_token="rt-" + word * 3)  # short opaque tokens fit in its 100 characters
@@ -269,10 +255,7 @@ def test_a_refused_write_keeps_no_token_in_the_error_or_its_chain(tmp_path: Path
                           lambda: store.put_client(ISS, client)):
                 with pytest.raises(TokenStoreUnavailable) as caught:
                     write()
-                for item in _chain(caught.value):
-                    shown = " ".join([str(item), repr(item), *map(str, item.args),
-                                      "".join(traceback.format_exception(type(item), item, item.__traceback__))])
-                    assert word not in shown, f"{type(item).__name__} shows a secret: {shown}"
+                assert_no_secret(caught.value, [word])
     finally:
         servers.stop(process)
 
@@ -285,12 +268,9 @@ def test_a_refused_write_keeps_no_token_in_the_error_or_its_chain(tmp_path: Path
 def test_a_password_that_is_not_percent_encoded_is_never_shown(url: str) -> None:
     """The URL is the user's text, which redact_url can misread when a password is not percent-encoded: the store
     names itself from what redis-py parsed (host, port, db) instead, and a URL it cannot parse is not shown."""
-    import traceback
 
     def shows_password(exc: BaseException) -> bool:
-        return any(PASSWORD in " ".join([str(item), repr(item), *map(str, item.args),
-                                         "".join(traceback.format_exception(type(item), item, item.__traceback__))])
-                   for item in _chain(exc))
+        return any(PASSWORD in text for text in shown(exc))
 
     try:
         store = RedisTokenStore(url, timeout=1)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import gc
 import logging
 import threading
-import traceback
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
@@ -36,6 +35,7 @@ import pytest
 import mcpcall
 from tests.conftest import self_signed_cert, wait_until
 from tests.faults.conftest import APPLIES, HTTPSSE, within
+from tests.secrets_check import assert_no_secret
 from tests.servers.http_fault_server import SSE_JUNK, FaultServer, Reply
 
 pytestmark = pytest.mark.timeout(30)
@@ -101,30 +101,6 @@ def echo(client: mcpcall.Client, message: str = "hi", timeout: float = DEADLINE)
 # -- the expectations ----------------------------------------------------------------------------------------
 
 
-def chain(exc: BaseException) -> list[BaseException]:
-    """``exc`` and every exception reachable from it: ``__cause__``, ``__context__``, exceptions in ``args``."""
-    found: list[BaseException] = []
-    todo = [exc]
-    while todo:
-        item = todo.pop()
-        if any(item is seen for seen in found):
-            continue
-        found.append(item)
-        todo.extend(a for a in item.args if isinstance(a, BaseException))
-        todo.extend(linked for linked in (item.__cause__, item.__context__) if linked is not None)
-    return found
-
-
-def assert_no_secret(exc: BaseException) -> None:
-    """No secret of the client in ``exc``, its repr, its traceback, or anything it was raised from."""
-    texts = ["".join(traceback.format_exception(type(exc), exc, exc.__traceback__))]
-    for item in chain(exc):
-        texts += [str(item), repr(item)]
-    for text in texts:
-        for secret in SECRETS:
-            assert secret not in text, f"a secret of the client is in an error: {text}"
-
-
 def fails(fn: Callable[[], Any], deadline: float, kinds: Any, *causes: str, what: str = "the call") -> mcpcall.MCPError:
     """``fn()`` fails within ``deadline`` (+ MARGIN) with one of ``kinds``, naming the server and one of ``causes``
     (case-insensitive), with no secret anywhere in the error or its chain; returns the error."""
@@ -139,7 +115,7 @@ def fails(fn: Callable[[], Any], deadline: float, kinds: Any, *causes: str, what
     text = str(error)
     assert repr(NAME) in text, f"the error does not name the server: {text}"
     assert any(cause.lower() in text.lower() for cause in causes), f"the error does not say why ({causes}): {text}"
-    assert_no_secret(error)
+    assert_no_secret(error, SECRETS)
     return error  # type: ignore[return-value]
 
 

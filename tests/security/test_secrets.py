@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import traceback
 from pathlib import Path
 from typing import Any, Callable
 
@@ -21,6 +20,7 @@ import pytest
 import mcpcall
 from mcpcall.config import make_transport
 from tests.conftest import PYTHON, fault_argv
+from tests.secrets_check import assert_clean, logged, shown
 from tests.servers.http_fault_server import FaultServer, Reply
 
 MARK = "SECRET"  # in every secret below, and nowhere else
@@ -30,38 +30,6 @@ TOKEN = "tok-SECRET-3"
 HEADER = "hdr-SECRET-4"
 ENV_VALUE = "env-SECRET-5"
 PATH_KEY = "sk-SECRETpath0123456789"
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    """``exc`` and everything reachable through ``args``, ``__cause__`` and ``__context__``."""
-    seen: list[BaseException] = []
-    todo = [exc]
-    while todo:
-        item = todo.pop()
-        if any(item is s for s in seen):
-            continue
-        seen.append(item)
-        todo.extend(a for a in item.args if isinstance(a, BaseException))
-        todo.extend(c for c in (item.__cause__, item.__context__) if c is not None)
-    return seen
-
-
-def _shown(exc: BaseException) -> list[str]:
-    texts = []
-    for item in _chain(exc):
-        texts += [str(item), repr(item), *map(repr, item.args)]
-        texts.append("".join(traceback.format_exception(type(item), item, item.__traceback__)))
-    return texts
-
-
-def _logged(records: list[logging.LogRecord]) -> list[str]:
-    formatter = logging.Formatter("%(name)s %(levelname)s %(message)s")
-    return [formatter.format(record) for record in records]
-
-
-def _assert_clean(texts: list[str]) -> None:
-    for text in texts:
-        assert MARK not in text, text
 
 
 def _failure(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> BaseException:
@@ -107,11 +75,11 @@ def test_every_http_failure_keeps_url_credentials_tokens_and_headers_out_of_sigh
     assert other.seen == []
     assert [type(e).__name__ for e in errors] == ["HTTPError", "HTTPError", "ProtocolError", "ProtocolError",
                                                   "HTTPError", "RequestTimeout", "ConnectionClosed", "ConnectionClosed"]
-    assert any("api_key=***" in text for text in _logged(caplog.records)), \
+    assert any("api_key=***" in text for text in logged(caplog.records)), \
         "precondition: the request lines were logged (else the search below proves little)"
     for error in errors:
-        texts += _shown(error)
-    _assert_clean(texts + _logged(caplog.records))
+        texts += shown(error)
+    assert_clean(texts + logged(caplog.records), [MARK])
 
 
 @pytest.mark.parametrize("transport", ["streamable-http", "sse", "auto"])
@@ -121,7 +89,7 @@ def test_an_unreachable_server_keeps_every_secret_of_its_url_and_headers_out_of_
     url = f"http://user:{USER_PASSWORD}@127.0.0.1:{_closed_port()}/mcp/{PATH_KEY}/sse?api_key={QUERY_KEY}"
     error = _failure(mcpcall.connect, url, auth=TOKEN, headers={"X-Api-Key": HEADER}, transport=transport, timeout=5)
     assert isinstance(error, mcpcall.ConnectionClosed), error
-    _assert_clean(_shown(error) + _logged(caplog.records) + [repr(make_transport(url))])
+    assert_clean(shown(error) + logged(caplog.records) + [repr(make_transport(url))], [MARK])
 
 
 def test_a_stdio_servers_environment_stays_out_of_sight(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -132,8 +100,8 @@ def test_a_stdio_servers_environment_stays_out_of_sight(tmp_path: Path, caplog: 
     not_executable.write_text("#!/bin/sh\n")
     for argv in (fault_argv("exit-at-start"), [str(tmp_path / "missing-server")], [str(not_executable)],
                  [PYTHON, "-c", "import sys; sys.stdout.write('not json\\n'); sys.exit(4)"]):
-        texts += _shown(_failure(mcpcall.connect, argv, env=env, timeout=5, close_timeout=1))
+        texts += shown(_failure(mcpcall.connect, argv, env=env, timeout=5, close_timeout=1))
     with mcpcall.connect(fault_argv("crash-on-call"), env=env, timeout=5, close_timeout=1) as client:
         texts += [repr(client), str(client), repr(client.transport)]
-        texts += _shown(_failure(client.call_tool, "echo", {"message": "x"}))
-    _assert_clean(texts + _logged(caplog.records))
+        texts += shown(_failure(client.call_tool, "echo", {"message": "x"}))
+    assert_clean(texts + logged(caplog.records), [MARK])

@@ -18,8 +18,10 @@ import pytest
 
 import mcpcall
 from mcpcall.config import make_transport, redact_url
+from tests import secrets_check
 from tests.servers.http_fault_server import FaultServer
 
+MARK = "SECRET"  # in every secret below, and nowhere else
 PATH_KEY = "sk-SECRETpath0123456789abcdef"
 QUERY_KEY = "SECRETquery42"
 
@@ -28,35 +30,6 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    """``exc`` and every exception reachable through ``__cause__``, ``__context__`` and ``args``."""
-    seen: list[BaseException] = []
-    todo = [exc]
-    while todo:
-        item = todo.pop()
-        if any(item is s for s in seen):
-            continue
-        seen.append(item)
-        todo.extend(a for a in item.args if isinstance(a, BaseException))
-        todo.extend(c for c in (item.__cause__, item.__context__) if c is not None)
-    return seen
-
-
-def _texts(exc: BaseException, records: list[logging.LogRecord]) -> list[str]:
-    texts = []
-    for item in _chain(exc):
-        texts += [str(item), repr(item)]
-    texts.append("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
-    formatter = logging.Formatter("%(name)s %(message)s")
-    texts += [formatter.format(record) for record in records]
-    return texts
-
-
-def _assert_no_secret(texts: list[str]) -> None:
-    for text in texts:
-        assert "SECRET" not in text, text
 
 
 @pytest.mark.parametrize("tail, transport", [("sse", "auto"), ("sse", "sse"), ("mcp", "auto"),
@@ -71,7 +44,8 @@ def test_connection_refused_shows_no_secret(tail: str, transport: str, caplog: p
     error = info.value
     assert "refused" in str(error), error
     assert isinstance(error.__cause__, Exception) and "ConnectionRefusedError" in str(error.__cause__)
-    _assert_no_secret(_texts(error, caplog.records) + [repr(make_transport(url))])
+    secrets_check.assert_clean(secrets_check.shown(error) + secrets_check.logged(caplog.records) + [repr(make_transport(url))],
+                               [MARK])
 
 
 @pytest.mark.parametrize("protocol", ["legacy", "modern"])
@@ -92,7 +66,8 @@ def test_a_call_to_a_server_that_went_away_shows_no_secret(server: FaultServer, 
     records = list(caplog.records)
     assert any(QUERY_KEY not in r.getMessage() and "/mcp?api_key=***" in r.getMessage() for r in records), \
         "urllib3's request lines were not logged at DEBUG (the check below would prove nothing)"
-    _assert_no_secret(_texts(info.value, records) + _texts(notified.value, []))
+    shown = secrets_check.shown(info.value) + secrets_check.shown(notified.value)
+    secrets_check.assert_clean(shown + secrets_check.logged(records), [MARK])
 
 
 @pytest.mark.parametrize("url, shown", [
@@ -135,8 +110,8 @@ def test_reprs_and_messages_hide_a_key_in_the_path(server: FaultServer) -> None:
     texts = [repr(transport), transport.display_url]
     with pytest.raises(mcpcall.MCPError) as info:
         mcpcall.connect(url, timeout=5, transport="streamable-http", protocol="legacy")
-    texts += _texts(info.value, [])
-    _assert_no_secret(texts)
+    texts += secrets_check.shown(info.value)
+    secrets_check.assert_clean(texts, [MARK])
 
 
 def test_an_auth_request_that_fails_keeps_no_foreign_context() -> None:
