@@ -185,6 +185,35 @@ def run_in_threads(client: Any, total: int, threads: int, tool: str, args: Any, 
     assert answers == {i: expected(i) for i in range(total)}
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listened on a moment ago (a connection to it is refused)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port on 127.0.0.1 whose listener never accepts: a client connects (the kernel does it) and is never
+    read from nor answered (no reply, no TLS handshake)."""
+    import socket
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    try:
+        yield int(listener.getsockname()[1])
+    finally:
+        listener.close()
+
+
+def http_threads() -> List[str]:
+    """The names of mcpcall's HTTP worker threads alive now."""
+    return [t.name for t in threading.enumerate() if t.name.startswith("mcpcall-http-") and t.is_alive()]
+
+
 def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
     """Poll ``predicate`` until it holds (True) or ``timeout`` passes (False)."""
     deadline = time.monotonic() + timeout

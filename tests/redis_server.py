@@ -10,19 +10,11 @@ from __future__ import annotations
 
 import shutil
 import signal
-import socket
 import subprocess
 from pathlib import Path
 from typing import Optional
 
-from .conftest import require_peer, wait_until
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listened on a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from .conftest import free_port, require_peer, wait_until
 
 
 def stop(process: "subprocess.Popen[bytes]", grace: float = 10.0) -> None:

@@ -19,7 +19,7 @@ import pytest
 
 import mcpcall
 from tests import loadcheck
-from tests.conftest import PYTHON, SERVERS
+from tests.conftest import PYTHON, SERVERS, http_threads
 from tests.servers.http_fault_server import FaultServer
 
 HOLD = [PYTHON, str(SERVERS / "hold_server.py")]
@@ -40,10 +40,6 @@ def echo(client: mcpcall.Client):  # type: ignore[no-untyped-def]
     return lambda argument: client.call_tool("echo", {"message": argument}).text
 
 
-def http_threads() -> int:
-    return sum(1 for t in threading.enumerate() if t.name.startswith("mcpcall-http-"))
-
-
 @pytest.mark.parametrize("era", ["legacy", "modern"])
 def test_stdio_calls_from_many_threads_each_get_their_own_answer(era: str) -> None:
     with mcpcall.connect(HOLD, protocol=era, timeout=30) as client:
@@ -59,7 +55,7 @@ def test_http_calls_from_many_threads_each_get_their_own_answer(server: FaultSer
     server.reply = reply
     with mcpcall.connect(server.url, protocol=era, timeout=30) as client:
         result = loadcheck.echo_load(echo(client), THREADS, CALLS)
-        workers = http_threads()
+        workers = len(http_threads())
         assert workers <= client.transport.max_workers, f"{workers} HTTP threads for {THREADS} callers"  # type: ignore[attr-defined]
     assert result.ok, result
     assert result.answered == THREADS * CALLS

@@ -24,7 +24,7 @@ from mcpcall.auth.discovery import AuthError
 from mcpcall.auth.grants import ClientCredentials
 from mcpcall.auth.oauth import OAuth
 from mcpcall.auth.tokens import MemoryTokenStore
-from tests.conftest import PYTHON, ROOT, wait_until
+from tests.conftest import PYTHON, ROOT, http_threads, wait_until
 from tests.servers.grant_server import GrantServer
 from tests.servers.oauth_server import OAuthServer
 
@@ -97,7 +97,7 @@ def test_hanging_refresh_ends_with_each_requests_deadline_and_with_close() -> No
             thread.join(5)
             assert not thread.is_alive()
             assert len(outcome) == 1 and isinstance(outcome[0], mcpcall.ConnectionClosed), outcome
-            assert not [t.name for t in threading.enumerate() if t.name.startswith("mcpcall-http-")]
+            assert not http_threads()
         finally:
             client.close()
             hold.set()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -21,7 +20,7 @@ import requests
 from mcpcall.auth.oauth import OAuth
 from mcpcall.auth.tokens import MAX_CLIENTS, Token
 from mcpcall.errors import RefreshAborted, RefreshTimeout, TokenStoreUnavailable
-from tests.conftest import PYTHON, ROOT, child_pythonpath, wait_until
+from tests.conftest import PYTHON, ROOT, child_pythonpath, free_port, wait_until
 from tests.secrets_check import assert_no_secret, shown
 
 from .. import redis_server as servers
@@ -223,7 +222,7 @@ def test_dynamically_registered_client_is_shared_for_refresh(redis_url: str) -> 
 
 
 def test_repr_and_errors_never_show_the_password(redis_server: str) -> None:
-    port = servers.free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     with RedisTokenStore(f"redis://user:{PASSWORD}@127.0.0.1:{port}/0", timeout=2) as store:
         assert PASSWORD not in repr(store) and f"127.0.0.1:{port}" in repr(store)
         with pytest.raises(TokenStoreUnavailable) as caught:
@@ -293,20 +292,8 @@ def test_not_a_store_argument_is_refused() -> None:
         RedisTokenStore("redis://127.0.0.1:1/0", timeout=0)
 
 
-@pytest.fixture
-def silent_server() -> Iterator[int]:
-    """A TCP server on 127.0.0.1 that accepts connections and never answers: its port."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    try:
-        yield int(listener.getsockname()[1])
-    finally:
-        listener.close()
-
-
-def test_a_store_that_does_not_answer_fails_within_its_timeout(silent_server: int) -> None:
-    with RedisTokenStore(f"redis://127.0.0.1:{silent_server}/0", timeout=0.5) as store:
+def test_a_store_that_does_not_answer_fails_within_its_timeout(silent_port: int) -> None:
+    with RedisTokenStore(f"redis://127.0.0.1:{silent_port}/0", timeout=0.5) as store:
         started = time.monotonic()
         with pytest.raises(TokenStoreUnavailable, match="TimeoutError"):
             store.get(ISS, RES)
@@ -345,7 +332,7 @@ def test_a_registry_whose_token_store_is_down_says_so_at_once() -> None:
 
     srv = OAuthServer(clients={"fleet": "s3cret"})
     srv.httpd.RequestHandlerClass = _MCPHandler
-    port = servers.free_port()
+    port = free_port()
     with srv, RedisTokenStore(f"redis://:{PASSWORD}@127.0.0.1:{port}/0", timeout=2) as store:
         entry = {"url": srv.mcp_url, "oauth": {"clientId": "fleet", "clientSecret": "s3cret"}}
         with mcpcall.ToolRegistry({"remote": entry}, connect_options={"token_store": store}) as registry:

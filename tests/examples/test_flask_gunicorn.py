@@ -15,7 +15,6 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from ..conftest import ROOT, wait_until
+from ..conftest import ROOT, free_port, wait_until
 
 flask = pytest.importorskip("flask")
 requests = pytest.importorskip("requests")
@@ -45,12 +44,6 @@ def _gunicorn() -> Path | None:
         if candidate.exists():
             return candidate
     return None
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _write_config(path: Path, token: str) -> Path:
@@ -125,7 +118,7 @@ class Gunicorn:
         gunicorn = _gunicorn()
         if gunicorn is None:
             pytest.skip("gunicorn is not installed")
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = tmp_path / "gunicorn.log"
         env = dict(os.environ, MCPCALL_CONFIG=str(_write_config(tmp_path / "mcp.json", token)), PYTHONUNBUFFERED="1")

@@ -25,7 +25,7 @@ import pytest
 
 import mcpcall
 from mcpcall.cli import main
-from tests.conftest import PYTHON, _children
+from tests.conftest import PYTHON, _children, free_port
 
 
 class Recorder:
@@ -97,12 +97,6 @@ def recorder() -> Iterator[Recorder]:
         made.stop()
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _nothing_listens_on(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         try:
@@ -121,7 +115,7 @@ def test_loading_a_config_starts_nothing_and_connects_nowhere(tmp_path: Path, re
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     marker = tmp_path / "the-server-ran"
     token_file = tmp_path / "oauth" / "tokens.json"
-    callback_port = _free_port()
+    callback_port = free_port()
     (tmp_path / "server.env").write_text("FROM_FILE=1\n")
     monkeypatch.setenv("MCPCALL_T_KEY", "k3y-value")
     entries: dict[str, Any] = {

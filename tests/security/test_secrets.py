@@ -11,7 +11,6 @@ reprs of the client, its transport and its auth.
 from __future__ import annotations
 
 import logging
-import socket
 from pathlib import Path
 from typing import Any, Callable
 
@@ -19,7 +18,7 @@ import pytest
 
 import mcpcall
 from mcpcall.config import make_transport
-from tests.conftest import PYTHON, fault_argv
+from tests.conftest import PYTHON, fault_argv, free_port
 from tests.secrets_check import assert_clean, logged, shown
 from tests.servers.http_fault_server import FaultServer, Reply
 
@@ -38,12 +37,6 @@ def _failure(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> BaseException
     except BaseException as exc:  # noqa: BLE001 - every kind is looked at
         return exc
     pytest.fail(f"{fn} did not fail")
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_every_http_failure_keeps_url_credentials_tokens_and_headers_out_of_sight(
@@ -86,7 +79,7 @@ def test_every_http_failure_keeps_url_credentials_tokens_and_headers_out_of_sigh
 def test_an_unreachable_server_keeps_every_secret_of_its_url_and_headers_out_of_sight(
         transport: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    url = f"http://user:{USER_PASSWORD}@127.0.0.1:{_closed_port()}/mcp/{PATH_KEY}/sse?api_key={QUERY_KEY}"
+    url = f"http://user:{USER_PASSWORD}@127.0.0.1:{free_port()}/mcp/{PATH_KEY}/sse?api_key={QUERY_KEY}"
     error = _failure(mcpcall.connect, url, auth=TOKEN, headers={"X-Api-Key": HEADER}, transport=transport, timeout=5)
     assert isinstance(error, mcpcall.ConnectionClosed), error
     assert_clean(shown(error) + logged(caplog.records) + [repr(make_transport(url))], [MARK])

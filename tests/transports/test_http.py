@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
 import threading
 import time
 from concurrent.futures import CancelledError
@@ -23,7 +22,7 @@ import pytest
 
 import mcpcall
 from mcpcall.transports.http import HTTPTransport, SSETransport
-from tests.conftest import wait_until
+from tests.conftest import free_port, http_threads, wait_until
 from tests.servers.http_fault_server import HEADER_MISMATCH, META_VERSION, MODERN, FaultServer, Reply, Seen, big_text
 
 NAME = "fault"
@@ -569,7 +568,7 @@ def test_close_with_a_request_awaiting_headers(server: FaultServer) -> None:
     with pytest.raises(mcpcall.ConnectionClosed):
         future.result(timeout=1)
     assert took < 2, f"close() took {took:.2f} s"
-    alive = [t.name for t in threading.enumerate() if t.name.startswith("mcpcall-http-")]
+    alive = http_threads()
     assert alive == [], f"HTTP workers still running after close(): {alive}"
 
 
@@ -589,15 +588,9 @@ def test_legacy_cancel_sends_notifications_cancelled(server: FaultServer) -> Non
 # -- connection, auth, secrets -------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize("protocol", ["auto", "legacy", "modern"])
 def test_connection_refused(protocol: str) -> None:
-    url = f"http://127.0.0.1:{_free_port()}/mcp"
+    url = f"http://127.0.0.1:{free_port()}/mcp"
     started = time.monotonic()
     with pytest.raises(mcpcall.ConnectionClosed) as info:
         mcpcall.connect(url, protocol=protocol, timeout=30)

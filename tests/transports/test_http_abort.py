@@ -14,9 +14,6 @@ so the client's SYN goes unanswered) and a listening socket that never accepts
 from __future__ import annotations
 
 import gc
-import socket
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,33 +21,11 @@ import pytest
 
 import mcpcall
 from mcpcall.config import make_transport
-from tests.conftest import self_signed_cert, wait_until
+from tests.conftest import http_threads, self_signed_cert, wait_until
 from tests.servers.http_fault_server import FaultServer
 from tests.transports.test_http_hardening import Background, outcome_of
 
 MARGIN = 1.5  # what a bound may take beyond its deadline on a loaded machine
-
-
-def http_workers() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("mcpcall-http-") and t.is_alive()]
-
-
-@pytest.fixture
-def silent_tls() -> Iterator[int]:
-    """A port whose listener never accepts: TCP connects (the kernel does it), the TLS handshake never ends."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    try:
-        yield int(sock.getsockname()[1])
-    finally:
-        sock.close()
-
-
-@pytest.fixture
-def ca_file(tmp_path: Path) -> str:
-    """A self-signed certificate for 127.0.0.1 (the handshake never gets far enough to check it)."""
-    return str(self_signed_cert(tmp_path)[0])
 
 
 def connecting(transport: Any) -> bool:
@@ -71,7 +46,7 @@ def test_connect_to_a_host_that_stops_accepting_ends_at_its_deadline(server: Fau
     _, error, took = outcome_of(mcpcall.connect, server.url, timeout=2, protocol=protocol)
     assert isinstance(error, mcpcall.RequestTimeout), error
     assert took < 2 + MARGIN, f"connect(timeout=2) took {took:.1f} s"
-    assert http_workers() == []
+    assert http_threads() == []
 
 
 @pytest.mark.parametrize("protocol", ["modern", "legacy"])
@@ -99,7 +74,7 @@ def test_close_ends_a_call_that_is_connecting(server: FaultServer, protocol: str
         _, error, took = outcome_of(client.close)
         assert error is None, error
         assert took < 2 + MARGIN, f"close() took {took:.1f} s"  # legacy: its DELETE has 2 s
-        assert http_workers() == []
+        assert http_threads() == []
         assert call.done_within(MARGIN), "the call still waits after close()"
         assert isinstance(call.error, mcpcall.ConnectionClosed), call.error
     finally:
@@ -125,18 +100,18 @@ def test_a_request_timeout_ends_its_connect(server: FaultServer, protocol: str) 
 # -- a TLS handshake that never ends ----------------------------------------------------------------------
 
 
-def test_connect_to_a_tls_server_that_never_answers_ends_at_its_deadline(silent_tls: int, ca_file: str) -> None:
+def test_connect_to_a_tls_server_that_never_answers_ends_at_its_deadline(silent_port: int, ca_file: str) -> None:
     # The handshake ran inside connect(), before the exchange knew the socket: 2 s + 5 s, workers left alive.
-    url = f"https://127.0.0.1:{silent_tls}/mcp"
+    url = f"https://127.0.0.1:{silent_port}/mcp"
     _, error, took = outcome_of(mcpcall.connect, url, timeout=2, verify=ca_file)
     assert isinstance(error, mcpcall.RequestTimeout), error
     assert took < 2 + MARGIN, f"connect(timeout=2) took {took:.1f} s"
-    assert http_workers() == []
+    assert http_threads() == []
 
 
-def test_close_ends_a_connect_in_its_tls_handshake(silent_tls: int, ca_file: str) -> None:
+def test_close_ends_a_connect_in_its_tls_handshake(silent_port: int, ca_file: str) -> None:
     # close() from another thread could not stop a handshake that never ends.
-    transport = make_transport({"url": f"https://127.0.0.1:{silent_tls}/mcp", "verify": ca_file})
+    transport = make_transport({"url": f"https://127.0.0.1:{silent_port}/mcp", "verify": ca_file})
     client = mcpcall.Client(transport, timeout=30)
     job = Background(client.connect)
     try:
@@ -145,7 +120,7 @@ def test_close_ends_a_connect_in_its_tls_handshake(silent_tls: int, ca_file: str
         assert error is None and took < MARGIN, f"close() took {took:.1f} s ({error})"
         assert job.done_within(MARGIN), "connect() still runs after close()"
         assert isinstance(job.error, mcpcall.ConnectionClosed), job.error
-        assert http_workers() == []
+        assert http_threads() == []
     finally:
         client.close()
         job.done_within(30)

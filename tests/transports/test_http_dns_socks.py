@@ -29,16 +29,11 @@ import mcpcall
 from mcpcall.config import make_transport
 from mcpcall.transports import _lookups
 from mcpcall.transports._exchanges import Exchange
-from tests.conftest import wait_until
+from tests.conftest import http_threads, wait_until
 from tests.servers.http_fault_server import FaultServer
-from tests.transports.test_http_abort import ca_file, silent_tls  # noqa: F401 - fixtures
 from tests.transports.test_http_hardening import Background, outcome_of
 
 MARGIN = 1.5  # what a bound may take beyond its deadline on a loaded machine
-
-
-def http_workers() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("mcpcall-http-") and t.is_alive()]
 
 
 def lookup_threads() -> list[threading.Thread]:
@@ -106,7 +101,7 @@ def test_connect_through_a_hanging_lookup_ends_at_its_deadline(resolver: Resolve
     assert took < 1 + MARGIN, f"connect(timeout=1) took {took:.1f} s"
     text = str(error)
     assert "slow.invalid" in text and "name lookup" in text and "within 1 s" in text, text
-    assert http_workers() == []
+    assert http_threads() == []
     assert resolver.hanging >= 1  # it did reach the resolver, which is still stuck
 
 
@@ -135,7 +130,7 @@ def close_while_connecting(transport: Any, started: Callable[[], bool], never: s
         assert error is None and took < MARGIN, f"close() took {took:.1f} s ({error})"
         assert job.done_within(MARGIN), "connect() still waits after close()"
         assert isinstance(job.error, mcpcall.ConnectionClosed), job.error
-        assert http_workers() == []
+        assert http_threads() == []
     finally:
         client.close()
         job.done_within(30)
@@ -387,7 +382,7 @@ def test_connect_through_a_stalling_socks_proxy_ends_at_its_deadline(stalling: S
     assert isinstance(error, mcpcall.RequestTimeout), error
     assert took < 1 + MARGIN, f"connect(timeout=1) took {took:.1f} s"
     assert stalling.asked() and all(target == ("127.0.0.1", 9) for target in stalling.asked())
-    assert http_workers() == []
+    assert http_threads() == []
 
 
 @needs_pysocks
@@ -405,18 +400,18 @@ def test_a_socks_proxy_that_stops_accepting_ends_at_the_deadline(server: FaultSe
                                 proxies={"http": proxy})
     assert isinstance(error, mcpcall.RequestTimeout), error
     assert took < 1 + MARGIN, f"connect(timeout=1) took {took:.1f} s"
-    assert http_workers() == []
+    assert http_threads() == []
 
 
 @needs_pysocks
-def test_a_tls_handshake_through_a_socks_proxy_ends_at_the_deadline(relay: Socks5, silent_tls: int, ca_file: str) -> None:
+def test_a_tls_handshake_through_a_socks_proxy_ends_at_the_deadline(relay: Socks5, silent_port: int, ca_file: str) -> None:
     # The proxy connects to a listener that never accepts: the ClientHello goes unanswered.
-    _, error, took = outcome_of(mcpcall.connect, f"https://127.0.0.1:{silent_tls}/mcp", timeout=1, protocol="legacy",
+    _, error, took = outcome_of(mcpcall.connect, f"https://127.0.0.1:{silent_port}/mcp", timeout=1, protocol="legacy",
                                 verify=ca_file, proxies={"https": relay.url})
     assert isinstance(error, mcpcall.RequestTimeout), error
     assert took < 1 + MARGIN, f"connect(timeout=1) took {took:.1f} s"
-    assert relay.asked() == [("127.0.0.1", silent_tls)]
-    assert http_workers() == []
+    assert relay.asked() == [("127.0.0.1", silent_port)]
+    assert http_threads() == []
 
 
 def test_without_pysocks_socks_pools_are_left_as_they_are(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import threading
 import tracemalloc
 from time import monotonic
@@ -20,16 +19,12 @@ import pytest
 import mcpcall
 from mcpcall.config import make_transport
 from mcpcall.transports import http as http_module
-from tests.conftest import wait_until
+from tests.conftest import free_port, http_threads, wait_until
 from tests.servers.http_fault_server import FaultServer, Reply, _error, sse_event
 from tests.transports.test_http import NAME, calls, connect
 
 SECRETS = ("hunter2", "k-s3cr3t")
 
-
-
-def http_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("mcpcall-http-") and t.is_alive()]
 
 
 def outcome_of(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, BaseException | None, float]:
@@ -322,12 +317,6 @@ def test_server_log_messages_are_logged_on_the_callbacks_thread(server: FaultSer
 # -- #20 URL credentials stay out of reprs and messages -----------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_url_credentials_never_in_reprs_or_errors(server: FaultServer, other_host: FaultServer) -> None:
     # repr(transport) and HTTP error texts showed the URL as given: user:password@ and ?api_key=.
     url = f"http://u:hunter2@127.0.0.1:{server.port}/mcp?api_key=k-s3cr3t"
@@ -347,7 +336,7 @@ def test_url_credentials_never_in_reprs_or_errors(server: FaultServer, other_hos
 @pytest.mark.parametrize("path", ["/mcp", "/sse"])
 def test_connection_error_hides_url_credentials(path: str) -> None:
     # "could not reach ... at http://u:hunter2@…" quoted the URL's password and api_key.
-    url = f"http://u:hunter2@127.0.0.1:{_free_port()}{path}?api_key=k-s3cr3t"
+    url = f"http://u:hunter2@127.0.0.1:{free_port()}{path}?api_key=k-s3cr3t"
     transport = make_transport(url)
     _, error, _ = outcome_of(mcpcall.connect, url, timeout=3)
     assert isinstance(error, mcpcall.ConnectionClosed), error

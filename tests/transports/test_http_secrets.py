@@ -10,7 +10,6 @@ were not redacted at all.
 from __future__ import annotations
 
 import logging
-import socket
 import traceback
 from typing import Any
 
@@ -19,6 +18,7 @@ import pytest
 import mcpcall
 from mcpcall.config import make_transport, redact_url
 from tests import secrets_check
+from tests.conftest import free_port
 from tests.servers.http_fault_server import FaultServer
 
 MARK = "SECRET"  # in every secret below, and nowhere else
@@ -26,18 +26,12 @@ PATH_KEY = "sk-SECRETpath0123456789abcdef"
 QUERY_KEY = "SECRETquery42"
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize("tail, transport", [("sse", "auto"), ("sse", "sse"), ("mcp", "auto"),
                                              ("mcp", "streamable-http")])
 def test_connection_refused_shows_no_secret(tail: str, transport: str, caplog: pytest.LogCaptureFixture) -> None:
     # str(exc) was redacted, but exc.__cause__ was requests' ConnectionError: "... Max retries exceeded with url:
     # /mcp/sk-…/sse?api_key=…", in every traceback; and the key in the path was never redacted anywhere.
-    url = f"http://127.0.0.1:{_closed_port()}/mcp/{PATH_KEY}/{tail}?api_key={QUERY_KEY}"
+    url = f"http://127.0.0.1:{free_port()}/mcp/{PATH_KEY}/{tail}?api_key={QUERY_KEY}"
     caplog.set_level(logging.DEBUG)
     with pytest.raises(mcpcall.ConnectionClosed) as info:
         mcpcall.connect(url, timeout=5, transport=transport)
@@ -120,7 +114,7 @@ def test_an_auth_request_that_fails_keeps_no_foreign_context() -> None:
     from mcpcall.auth.discovery import AuthError
     from mcpcall.auth.flow import _bounded, new_session
 
-    url = f"http://127.0.0.1:{_closed_port()}/.well-known/oauth-protected-resource/mcp/{PATH_KEY}?api_key={QUERY_KEY}"
+    url = f"http://127.0.0.1:{free_port()}/.well-known/oauth-protected-resource/mcp/{PATH_KEY}?api_key={QUERY_KEY}"
     session = new_session()
     try:
         with pytest.raises(AuthError) as info:
