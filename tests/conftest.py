@@ -263,6 +263,38 @@ def other_host() -> Iterator[FaultServer]:
         yield fault
 
 
+@pytest.fixture
+def canary() -> Iterator[tuple]:
+    """An HTTP server on 127.0.0.1 that serves a schema (``{"type": "integer"}``) at every path and notes each
+    path asked for: (its origin, the list of paths asked for). For what must never fetch anything."""
+    import http.server
+
+    hits: List[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the base class's name
+            hits.append(self.path)
+            body = b'{"type": "integer"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/schema+json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", hits
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One throwaway redis-server for the session (tests/redis_server.py): its ``redis://127.0.0.1:PORT``."""

@@ -9,9 +9,6 @@ and a draft-07 ``definitions`` entry that is itself a remote ``$ref``, in its
 
 from __future__ import annotations
 
-import http.server
-import threading
-from collections.abc import Iterator
 from typing import Any, Callable
 
 import pytest
@@ -20,34 +17,6 @@ from mcpcall import Client, MCPError
 from mcpcall.transports.memory import MemoryTransport, Reply
 
 Msg = dict[str, Any]
-
-
-@pytest.fixture
-def canary() -> Iterator[tuple]:
-    hits: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            hits.append(self.path)
-            body = b'{"type": "integer"}'
-            self.send_response(200)
-            self.send_header("Content-Type", "application/schema+json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", hits
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 def _remote_schemas(base: str) -> list[dict[str, Any]]:
