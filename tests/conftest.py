@@ -5,6 +5,9 @@ from __future__ import annotations
 import gc
 import os
 import shutil
+import signal
+import socket
+import subprocess
 import sys
 import threading
 import time
@@ -187,8 +190,6 @@ def run_in_threads(client: Any, total: int, threads: int, tool: str, args: Any, 
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listened on a moment ago (a connection to it is refused)."""
-    import socket
-
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -198,8 +199,6 @@ def free_port() -> int:
 def silent_port() -> Iterator[int]:
     """A port on 127.0.0.1 whose listener never accepts: a client connects (the kernel does it) and is never
     read from nor answered (no reply, no TLS handshake)."""
-    import socket
-
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)
@@ -212,6 +211,25 @@ def silent_port() -> Iterator[int]:
 def http_threads() -> List[str]:
     """The names of mcpcall's HTTP worker threads alive now."""
     return [t.name for t in threading.enumerate() if t.name.startswith("mcpcall-http-") and t.is_alive()]
+
+
+def stop_process(process: subprocess.Popen[Any], grace: float = 10.0, group: bool = False) -> None:
+    """SIGTERM, a bounded wait, then SIGKILL (with ``group``, of the whole process group: children left behind
+    by a process that did not stop in time), and reap."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            pass
+    if group:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    if process.poll() is None:
+        process.kill()
+    process.wait(10)
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
@@ -306,7 +324,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         yield f"redis://127.0.0.1:{port}"
     finally:
-        servers.stop(process)
+        stop_process(process)
         SESSION_CHILDREN.discard(process.pid)
 
 

@@ -1,7 +1,7 @@
 """A throwaway ``redis-server`` (Debian's) on 127.0.0.1 at a free port, with no persistence, for the tests that need one.
 
 :func:`start` runs it in the foreground of a child process and returns once it answers ``PING``;
-:func:`stop` ends it (SIGTERM, a bounded wait, SIGKILL) and reaps it. ``tests/conftest.py``
+:func:`tests.conftest.stop_process` ends it (SIGTERM, a bounded wait, SIGKILL) and reaps it. ``tests/conftest.py``
 makes one per test session (fixture ``redis_server``) and empties it before each test that asks
 for ``redis_url``; a test that stops its server starts one of its own.
 """
@@ -9,25 +9,11 @@ for ``redis_url``; a test that stops its server starts one of its own.
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
 from pathlib import Path
 from typing import Optional
 
-from .conftest import free_port, require_peer, wait_until
-
-
-def stop(process: "subprocess.Popen[bytes]", grace: float = 10.0) -> None:
-    """SIGTERM, a bounded wait, then SIGKILL, and reap."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(grace)
-        except subprocess.TimeoutExpired:
-            pass
-    if process.poll() is None:
-        process.kill()
-    process.wait(10)
+from .conftest import free_port, require_peer, stop_process, wait_until
 
 
 def tail(path: Path, lines: int = 40) -> str:
@@ -62,7 +48,7 @@ def _start_once(binary: str, port: int, data: Path, log_path: Path) -> "Optional
         client.connection_pool.disconnect()
     if up and process.poll() is None:
         return process
-    stop(process, grace=5)
+    stop_process(process, grace=5)
     return None
 
 

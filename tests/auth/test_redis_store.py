@@ -20,7 +20,7 @@ import requests
 from mcpcall.auth.oauth import OAuth
 from mcpcall.auth.tokens import MAX_CLIENTS, Token
 from mcpcall.errors import RefreshAborted, RefreshTimeout, TokenStoreUnavailable
-from tests.conftest import PYTHON, ROOT, child_pythonpath, free_port, wait_until
+from tests.conftest import PYTHON, ROOT, child_pythonpath, free_port, stop_process, wait_until
 from tests.secrets_check import assert_no_secret, shown
 
 from .. import redis_server as servers
@@ -256,7 +256,7 @@ def test_a_refused_write_keeps_no_token_in_the_error_or_its_chain(tmp_path: Path
                     write()
                 assert_no_secret(caught.value, [word])
     finally:
-        servers.stop(process)
+        stop_process(process)
 
 
 @pytest.mark.parametrize("url", [
@@ -312,7 +312,7 @@ def test_a_request_with_the_store_down_fails_promptly_naming_the_store(tmp_path:
             try:
                 ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
                 assert requests.post(srv.mcp_url, json=ping, auth=auth, timeout=10).status_code == 200
-                servers.stop(process)
+                stop_process(process)
                 started = time.monotonic()
                 with pytest.raises(TokenStoreUnavailable) as caught:
                     requests.post(srv.mcp_url, json=ping, auth=auth, timeout=10)
@@ -322,7 +322,7 @@ def test_a_request_with_the_store_down_fails_promptly_naming_the_store(tmp_path:
             finally:
                 auth.close()
     finally:
-        servers.stop(process)
+        stop_process(process)
 
 
 def test_a_registry_whose_token_store_is_down_says_so_at_once() -> None:

@@ -16,7 +16,6 @@ import gc
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from ..conftest import ROOT, child_pythonpath, pid_alive, wait_until
+from ..conftest import ROOT, child_pythonpath, pid_alive, stop_process, wait_until
 from ..redis_server import tail as _tail
 
 pytestmark = pytest.mark.timeout(180)
@@ -38,24 +37,6 @@ kombu_pools = pytest.importorskip("kombu.pools")
 
 CALLS = 100
 WORKER_HOST = "mcpcall-test@127.0.0.1"
-
-
-def _stop(process: subprocess.Popen[bytes], grace: float, group: bool = False) -> None:
-    """SIGTERM, a bounded wait, then SIGKILL (the whole process group with ``group``) and reap."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(grace)
-        except subprocess.TimeoutExpired:
-            pass
-    if group:  # pool processes left behind by a worker that did not stop in time
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    if process.poll() is None:
-        process.kill()
-    process.wait(10)
 
 
 # The broker: the session's redis-server (tests/conftest.py, fixture redis_url), emptied for each test.
@@ -208,7 +189,7 @@ def test_celery_prefork_worker_runs_100_tool_calls(tmp_path: Path, redis_url: st
         assert len(servers) == 2 and len(parents) == 2, servers
         assert all(_parent(p) == worker.pid for p in parents), (servers, worker.pid)
     finally:
-        _stop(worker, grace=30, group=True)
+        stop_process(worker, grace=30, group=True)
     assert worker.returncode == 0, f"the worker exited with {worker.returncode}:\n{_tail(log_path)}"
 
     # The log: every task ran exactly once (none lost, none run twice), and both pool processes ran some.
@@ -268,7 +249,7 @@ def test_celery_workers_share_one_oauth_token_through_redis(tmp_path: Path, redi
             task_ids = [child.id for child in result.results]
             result.forget()
         finally:
-            _stop(worker, grace=30, group=True)
+            stop_process(worker, grace=30, group=True)
         assert messages == [{"role": "tool", "tool_call_id": f"call_{i}", "content": "you are signed in"}
                             for i in range(CALLS)], _tail(log_path)
         assert srv.refresh_count == 1 and srv.refresh_rejected == 0, (srv.refresh_count, srv.refresh_rejected)
