@@ -25,7 +25,7 @@ import re
 import sys
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 __all__ = ["MAX_COMPILE_SIZE", "MAX_PATTERN_CHARS", "MAX_STEPS", "cached", "compile_size", "compiles", "cost", "search",
            "status"]
@@ -46,6 +46,22 @@ _MAX_CACHED = 1024
 _lock = threading.Lock()
 _re2: Any = None
 _re2_loaded = False
+_T = TypeVar("_T")
+
+
+def _kept(cache: OrderedDict[str, _T], pattern: str, make: Callable[[str], _T]) -> _T:
+    """``cache``'s value for ``pattern``; on a miss made by ``make`` (outside the lock: it can take long) and kept.
+    A cache keeps the ``_MAX_CACHED`` patterns used last."""
+    with _lock:
+        if pattern in cache:
+            cache.move_to_end(pattern)
+            return cache[pattern]
+    value = make(pattern)
+    with _lock:
+        cache[pattern] = value
+        while len(cache) > _MAX_CACHED:
+            cache.popitem(last=False)
+    return value
 
 
 def _load_re2() -> Any:
@@ -93,15 +109,7 @@ def compile_size(pattern: str) -> int:
     """
     if "-" not in pattern:
         return len(pattern)
-    with _lock:
-        size = _sizes.get(pattern)
-    if size is None:
-        size = len(pattern) + _range_size(pattern)
-        with _lock:
-            _sizes[pattern] = size
-            while len(_sizes) > _MAX_CACHED:
-                _sizes.popitem(last=False)
-    return size
+    return _kept(_sizes, pattern, lambda p: len(p) + _range_size(p))
 
 
 def _range_size(pattern: str) -> int:
@@ -339,16 +347,7 @@ def _build(pattern: str) -> _Built | None:
 
 
 def _matcher(pattern: str) -> _Built | None:
-    with _lock:
-        if pattern in _cache:
-            _cache.move_to_end(pattern)
-            return _cache[pattern]
-    built = _build(pattern)
-    with _lock:
-        _cache[pattern] = built
-        while len(_cache) > _MAX_CACHED:
-            _cache.popitem(last=False)
-    return built
+    return _kept(_cache, pattern, _build)
 
 
 def cached(pattern: str) -> bool:
