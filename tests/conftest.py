@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Set
 
 import pytest
 
+from tests.loadcheck import open_fds
+
 if TYPE_CHECKING:
     from tests.servers.http_fault_server import FaultServer
 
@@ -87,10 +89,6 @@ def _children() -> Set[int]:
     return found
 
 
-def _fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
 @pytest.fixture(autouse=True)
 def no_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
     """Fail a test that leaves an mcpcall thread, a child process or file descriptors behind."""
@@ -99,13 +97,13 @@ def no_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
         return
     threads_before = _mcpcall_threads()
     children_before = _children()
-    fds_before = _fds()
+    fds_before = open_fds()
     yield
     started = time.monotonic()
     while True:
         threads = {t for t in _mcpcall_threads() - threads_before if t.is_alive()}
         children = _children() - children_before - SESSION_CHILDREN
-        fds = _fds()
+        fds = open_fds()
         if not threads and not children and fds <= fds_before:
             return
         # A name lookup helper a request gave up on ends when the resolver answers (a dead DNS server: up to

@@ -26,6 +26,7 @@ import pytest
 import mcpcall
 from mcpcall.cli import main
 from tests.conftest import PYTHON, _children, free_port
+from tests.loadcheck import mcpcall_threads
 
 
 class Recorder:
@@ -106,10 +107,6 @@ def _nothing_listens_on(port: int) -> bool:
         return True
 
 
-def _threads() -> set[str]:
-    return {t.name for t in threading.enumerate() if t.name.startswith("mcpcall-") and t.name != "mcpcall-scheduler"}
-
-
 def test_loading_a_config_starts_nothing_and_connects_nowhere(tmp_path: Path, recorder: Recorder,
                                                               monkeypatch: pytest.MonkeyPatch,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
@@ -128,7 +125,7 @@ def test_loading_a_config_starts_nothing_and_connects_nowhere(tmp_path: Path, re
     }
     path = tmp_path / "mcp.json"
     path.write_text(json.dumps({"mcpServers": entries}))
-    threads_before, children_before = _threads(), _children()
+    threads_before, children_before = set(mcpcall_threads()), _children()
 
     configs = mcpcall.load_config(str(path))
     assert {name: config.kind for name, config in configs.items()} == \
@@ -142,7 +139,7 @@ def test_loading_a_config_starts_nothing_and_connects_nowhere(tmp_path: Path, re
         for registry in (from_file, from_configs, from_entries):
             assert registry.servers == list(entries)
             shown.append(repr(registry))
-        assert _threads() == threads_before, "a registry that was not asked to connect started threads"
+        assert set(mcpcall_threads()) == threads_before, "a registry that was not asked to connect started threads"
         assert _children() == children_before, "a registry that was not asked to connect started a process"
         assert _nothing_listens_on(callback_port), "the OAuth callback listener was started"
     assert main(["--config", str(path), "servers"], out=io.StringIO()) == 0  # lists them, connects none
@@ -152,7 +149,7 @@ def test_loading_a_config_starts_nothing_and_connects_nowhere(tmp_path: Path, re
     assert not marker.exists(), "the stdio server ran"
     assert recorder.everything_heard() == [], "loading the config reached the HTTP servers"
     assert not token_file.exists() and not token_file.parent.exists(), "the OAuth token file was made"
-    assert _threads() == threads_before and _children() == children_before
+    assert set(mcpcall_threads()) == threads_before and _children() == children_before
 
     # Connecting is what runs and reaches them: the same checks see it.
     with pytest.raises(mcpcall.ConnectionClosed):  # the program writes the marker and exits: no MCP server
