@@ -216,27 +216,15 @@ class MatrixHandler(_Handler):
 
     # -- the streams: raw events and markers as well as messages --------------------------------
 
-    def _pump(self, source: "queue.Queue[Any]", junk: bool = False) -> None:
-        """As the base server's, also writing raw event bytes as they are and setting markers (Events) when reached
-        (``junk``: each item is preceded by the base server's :attr:`~FaultServer.sse_junk`)."""
-        try:
-            while not self.fault._stopping.is_set():
-                try:
-                    item = source.get(timeout=0.05)
-                except queue.Empty:
-                    self.write(b": keepalive\n\n")
-                    continue
-                if junk:
-                    self.write(self.fault.sse_junk)
-                if isinstance(item, threading.Event):
-                    item.set()
-                elif isinstance(item, bytes):
-                    self.write(item)
-                else:
-                    self.write(sse_event(item))
-        except OSError:
-            pass
-        self.close_connection = True
+    def _stream_item(self, item: Any) -> bool:
+        """As the base server's, also writing raw event bytes as they are and setting markers (Events) when reached."""
+        if isinstance(item, threading.Event):
+            item.set()
+        elif isinstance(item, bytes):
+            self.write(item)
+        else:
+            return super()._stream_item(item)
+        return True
 
     # -- Streamable HTTP ---------------------------------------------------------------------------
 

@@ -921,37 +921,40 @@ class _Handler(BaseHTTPRequestHandler):
             with fault._changed:
                 fault.get_streams_open -= 1
 
-    def _pump(self, source: queue.Queue[dict[str, Any]], junk: bool = False) -> None:
-        """Send what ``source`` yields, with keep-alives, until the server stops or the client goes.
-
-        ``junk``: each message is preceded by :attr:`FaultServer.sse_junk`. A message
-        ``{_DRIP: message}`` is dripped (see :meth:`_drip`); ``{_RESET: True}`` resets the stream.
+    def _pump(self, source: queue.Queue[Any], junk: bool = False) -> None:
+        """Send what ``source`` yields (each with :meth:`_stream_item`), with keep-alives, until the server stops,
+        the client goes or an item ends the stream. ``junk``: each item is preceded by :attr:`FaultServer.sse_junk`.
         """
         fault = self.fault
         try:
             while not fault._stopping.is_set():
                 try:
-                    message = source.get(timeout=0.05)
+                    item = source.get(timeout=0.05)
                 except queue.Empty:
                     self.write(b": keepalive\n\n")
                     continue
                 if junk:
                     self.write(fault.sse_junk)
-                if _RESET in message:
-                    self.write(b": going\n\n" + b'data: {"jsonrpc": "2.0", ')
-                    self.wfile.flush()
-                    with self.server._guard:
-                        self.server._conns.discard(self.connection)
-                    _reset_socket(self.connection)
+                if not self._stream_item(item):
                     break
-                if _DRIP in message:
-                    if not self._drip(sse_event(message[_DRIP]), message[_DRIP].get("id"), self.write):
-                        break
-                    continue
-                self.write(sse_event(message))
         except OSError:
             pass
         self.close_connection = True
+
+    def _stream_item(self, message: dict[str, Any]) -> bool:
+        """Write one message of a stream as an event; False when the stream is over. A message ``{_DRIP: message}``
+        is dripped (see :meth:`_drip`); ``{_RESET: True}`` resets the stream."""
+        if _RESET in message:
+            self.write(b": going\n\n" + b'data: {"jsonrpc": "2.0", ')
+            self.wfile.flush()
+            with self.server._guard:
+                self.server._conns.discard(self.connection)
+            _reset_socket(self.connection)
+            return False
+        if _DRIP in message:
+            return self._drip(sse_event(message[_DRIP]), message[_DRIP].get("id"), self.write)
+        self.write(sse_event(message))
+        return True
 
     def _legacy_sse_stream(self) -> None:
         fault = self.fault
