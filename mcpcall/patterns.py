@@ -357,9 +357,17 @@ def cached(pattern: str) -> bool:
 
 
 def search(pattern: str, text: str) -> bool | None:
-    """Whether ``pattern`` matches somewhere in ``text``; None when that cannot be decided at a bounded cost."""
+    """Whether ``pattern`` matches somewhere in ``text``; None when that cannot be decided at a bounded cost.
+
+    A lone surrogate in ``text`` (a ``\\ud800`` escape of JSON gives one) has no UTF-8, which RE2 reads: RE2
+    is given U+FFFD in its place."""
     matcher = _matcher(pattern)
-    return None if matcher is None else matcher[0](text)
+    if matcher is None:
+        return None
+    try:
+        return matcher[0](text)
+    except UnicodeEncodeError:  # RE2 reads UTF-8: each lone surrogate is read as U+FFFD, as a decoder would
+        return matcher[0](text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace"))
 
 
 def cost(pattern: str, text: str) -> int:

@@ -96,6 +96,8 @@ def _read_json(path: str) -> Any:
         raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"config {path} is not UTF-8 text") from None
+    except (ValueError, UnicodeEncodeError):  # a NUL in the path, or a character no file name can hold
+        raise ConfigError(f"config path {path!r} is not a file name this system can open") from None
     try:
         return _loads(text, path)
     except json.JSONDecodeError as first:

@@ -70,6 +70,7 @@ def _adversarial(pattern: str, unit: str, length: int) -> str:
 @example("(?:a|aa)" * 23 + "c", "a" * 46)
 @example("(a|a)*b", "a" * 40)
 @example("\\d*" + "1" * 900 + "x", "1" * 3000)
+@example("", "\ud800")  # RE2 reads UTF-8, and a lone surrogate (a JSON escape may give one) has none
 def test_a_search_answers_in_bounded_time(pattern: str, text: str) -> None:
     verdict, spent = _timed(patterns.search, pattern, text)
     assert verdict in (True, False, None)
