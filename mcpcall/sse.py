@@ -232,6 +232,14 @@ class SSEDecoder:
                 start = scan = 0
                 lf = buffer.find(b"\n")
                 continue
+            if brk - start > self.max_event_bytes and not buffer.startswith(b"data:", start):
+                # A field or comment line over the limit is refused (its event skipped) whether it came in one
+                # read or in many, as an unfinished one is below: the verdict never depends on how reads fell.
+                if not self.skip_oversize:
+                    raise ProtocolError(f"an SSE line is longer than the limit of {self.max_event_bytes} bytes")
+                self._skip(self._skip_head_of(b""), brk - start)
+                start = scan = nxt
+                continue
             event = self._line_in(buffer, start, brk)
             if event is not None:
                 events.append(event)

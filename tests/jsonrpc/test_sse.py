@@ -237,3 +237,13 @@ def test_an_event_of_many_short_data_lines_holds_about_what_it_counts(line: byte
     events = decoder.feed(b"\n")  # the event ends: its data is every line's value, joined by line breaks
     value = line[line.index(b":") + 1 :].strip() if b":" in line else b""
     assert len(events) == 1 and events[0].data == "\n".join([value.decode()] * count)
+
+
+@pytest.mark.parametrize("name", [b"event:", b"id:", b": comment", b"retry:", b"datas:"])
+def test_a_field_line_over_the_limit_is_refused_whether_it_comes_whole_or_in_pieces(name: bytes) -> None:
+    stream = name + b"x" * 5000 + b"\n\ndata: ok\n\n"
+    for step in (len(stream), 1000, 7):
+        decoder = SSEDecoder(max_event_bytes=4096)
+        with pytest.raises(ProtocolError, match="4096"):
+            for start in range(0, len(stream), step):
+                decoder.feed(stream[start:start + step])
