@@ -173,6 +173,8 @@ def _read_env_file(path: str, ctx: _Context) -> dict[str, str]:
         problem = f": the file {path} does not exist"
     except (OSError, UnicodeDecodeError) as exc:  # the ConfigError below is raised outside: no chained excerpt
         problem = f": cannot read {path}: {exc.strerror if isinstance(exc, OSError) else 'it is not UTF-8'}"
+    except (ValueError, UnicodeEncodeError):  # a NUL in the path, or a character no file name can hold
+        problem = f": {path!r} is not a file name this system can open"
     if problem:
         ctx.fail("envFile", problem)
     values: dict[str, str] = {}

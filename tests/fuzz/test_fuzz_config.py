@@ -68,6 +68,8 @@ def _quiet_load(source: Any, **options: Any) -> None:
 @example({"mcpServers": {"a": {"url": "https://h/", "oauth": {"callbackPort": "1" * 5000}}}})
 @example("\x00")  # a string is a path: open() raised ValueError (embedded null byte)
 @example("\ud800")  # and UnicodeEncodeError for a character no file name holds
+@example({"mcpServers": {"a": {"command": "0", "envFile": "\ud800"}}})  # the same for an envFile
+@example({"mcpServers": {"a": {"command": "0", "envFile": "a\x00b"}}})
 def test_a_config_mapping_loads_or_is_a_config_error(document: Any) -> None:
     _quiet_load(document)
 
