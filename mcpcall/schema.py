@@ -564,9 +564,10 @@ def _compiled(schema: dict[str, Any]) -> _Compiled | str:
     from referencing import Registry
 
     own = json.loads(key) if key is not None else schema
-    try:
+    dialect = own.get("$schema") if isinstance(own, dict) else None
+    if dialect is None or isinstance(dialect, str):
         base = jsonschema.validators.validator_for(own, default=jsonschema.Draft202012Validator)
-    except TypeError:  # a "$schema" that is no string (a list: unhashable): the meta-schema check says so
+    else:  # jsonschema's lookup fails on a "$schema" that is no string (a list, a number): the meta-schema says so
         base = jsonschema.Draft202012Validator
     meta_base = jsonschema.validators.validator_for(base.META_SCHEMA, default=base)
     meta = _safe_class(meta_base)(base.META_SCHEMA, format_checker=_schema_formats())
