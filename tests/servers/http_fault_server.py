@@ -56,6 +56,7 @@ Fault switches beyond the above (see :class:`FaultServer`):
   accept loop ends and the listen backlog is kept full), so a new TCP connect
   hangs in SYN_SENT; connections already open are cut.
 - :attr:`Seen.peer` is the client's port: which requests shared a connection.
+- :attr:`FaultServer.keepalives` counts the keep-alives written on streams (a stream's age, in 50 ms steps).
 - :meth:`FaultServer.cut`: every open connection is cut; new ones are served.
 - ``reset``: tool names whose reply is cut by a TCP reset (RST) part-way: a JSON
   body after half its bytes, an SSE reply after a first comment and half an
@@ -218,6 +219,7 @@ class FaultServer:
         self.resume_closed_at: float | None = None
         self.undelivered = 0  # server requests dropped: no GET stream was open (the ``elicit`` tool)
         self.get_streams_open = 0
+        self.keepalives = 0  # keep-alive comments written on streams (GET and HTTP+SSE): a stream's age in 50 ms steps
         self.responses: dict[Any, Any] = {}  # id -> what the client answered to a server request
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -920,6 +922,7 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             with fault._changed:
                 fault.get_streams_open -= 1
+                fault._changed.notify_all()
 
     def _pump(self, source: queue.Queue[Any], junk: bool = False) -> None:
         """Send what ``source`` yields (each with :meth:`_stream_item`), with keep-alives, until the server stops,
@@ -932,6 +935,9 @@ class _Handler(BaseHTTPRequestHandler):
                     item = source.get(timeout=0.05)
                 except queue.Empty:
                     self.write(b": keepalive\n\n")
+                    with fault._changed:
+                        fault.keepalives += 1
+                        fault._changed.notify_all()
                     continue
                 if junk:
                     self.write(fault.sse_junk)

@@ -152,6 +152,10 @@ def test_a_new_session_waits_for_the_get_stream_of_that_session(server: FaultSer
     server.get_retry_ms = 20_000
     with mcpcall.connect(server.url, name="fault", timeout=10, elicitation=accept) as client:
         assert server.wait_for(lambda: server.get_streams_open == 1)
+        # The stream counts as open before its headers and its retry: line go out. Cut before the client read that
+        # line, it would resume after the default half second instead of waiting: three keep-alives came after it.
+        seen = server.keepalives
+        assert server.wait_for(lambda: server.keepalives >= seen + 3)
         server.expire_after = 0  # the server forgets the session...
         assert server._httpd is not None
         server._httpd.cut_connections()  # ...and its GET stream ends: the listener waits 20 s before asking again
