@@ -32,7 +32,7 @@ from tests.servers.http_fault_server import FaultServer, Reply
 CYCLES = 100
 #: Allocated blocks a cycle may add over the second half: what a closed client leaves for a while (the
 #: scheduler keeps cancelled deadlines until they outnumber the live ones) is a few, and a loaded machine
-#: has shown 44 once (a thread's frames alive at the wrong moment); a leaked stdio client is about 300,
+#: has shown 44 once (not reproduced since); a leaked stdio client is about 300,
 #: and a leaked client of any transport is also counted as an object (``report.leaked()``).
 BLOCKS_PER_CYCLE = 100
 HOLD = [PYTHON, str(SERVERS / "hold_server.py")]
