@@ -107,8 +107,15 @@ def _redact_params(text: str) -> str:
     return "".join(out)
 
 
-#: An authority's ":port" that is no port (after an IPv6 literal's "]", if any): a password cut at a "/".
-_BAD_PORT = re.compile(r":(?![0-9]*$)[^\]]*$")
+def _bad_port(authority: str) -> int:
+    """Where an authority's ":port" that is no port starts (after an IPv6 literal's "]", if any): a password
+    cut at a "/"; -1 when its port is digits or it has none. One pass (a pattern tried at every ":" before a
+    "]" scanned to the end from each: quadratic in a URL a server sent)."""
+    after = authority.rfind("]") + 1
+    colon = authority.find(":", after)
+    if colon < 0 or not authority[colon + 1 :].strip("0123456789"):
+        return -1
+    return colon
 
 
 def _redact_one(url: str) -> str:
@@ -123,7 +130,8 @@ def _redact_one(url: str) -> str:
         slash = rest.find("/")
         span = rest if slash < 0 else rest[:slash]
         at = span.rfind("@")
-        if at < 0 and (_BAD_PORT.search(span) or span.startswith(":")):
+        bad_port = _bad_port(span) if at < 0 else -1
+        if at < 0 and (bad_port >= 0 or span.startswith(":")):
             # "user:pa/ss@host" (or ":123/ss@host"): a password holding "/" makes every parser read "user:pa"
             # as the host and "ss@host" as the path. Nothing can connect there, but the URL is still shown in
             # the error: hide everything up to the last "@" before the query, or the "port" that is no port.
@@ -131,8 +139,8 @@ def _redact_one(url: str) -> str:
             # only the path's rules apply to it.)
             end = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
             at = rest.rfind("@", 0, end)
-            if at < 0:
-                rest = _BAD_PORT.sub(":" + _REDACTED, span, count=1) + rest[len(span):]
+            if at < 0 and bad_port >= 0:
+                rest = span[:bad_port] + ":" + _REDACTED + rest[len(span):]
         if at >= 0:
             rest = f"{_REDACTED}@{rest[at + 1 :]}"
     before_fragment, hash_sign, fragment = rest.partition("#")

@@ -173,6 +173,15 @@ def test_redaction_never_raises_and_hides_credentials(text: str) -> None:
         assert "u:p@" not in shown and "token=abc" not in shown
 
 
+@fuzz(15, deadline=None)
+@given(st.sampled_from(["http://", "see http://", "redis://u"]),
+       st.text(st.sampled_from("a1:/?#@[]=&;-.% \"'("), min_size=1, max_size=6), st.sampled_from(["", "]", "@h/x", "/x"]))
+@example("http://", "a:", "]")  # the test for a port that is no port rescanned the authority from every ":" before a "]"
+@example("see http://", "a:", "]")
+def test_redaction_is_linear_in_the_url(prefix: str, unit: str, suffix: str) -> None:
+    assert_linear_time(redact_url, lambda n: prefix + (unit * n)[:n] + suffix, 2_000, f"{prefix}{unit!r}...{suffix}")
+
+
 # The pattern redact_url used before it was made linear: what it found is what the linear one must find.
 _QUADRATIC_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*|(?:^|(?<=[\s'\"(=]))/(?!/)[^\s'\"<>]*")
 
