@@ -134,11 +134,12 @@ def _redact_one(url: str) -> str:
         if at < 0 and (bad_port >= 0 or span.startswith(":")):
             # "user:pa/ss@host" (or ":123/ss@host"): a password holding "/" makes every parser read "user:pa"
             # as the host and "ss@host" as the path. Nothing can connect there, but the URL is still shown in
-            # the error: hide everything up to the last "@" before the query, or the "port" that is no port.
+            # the error: hide everything up to the last "@", or the "port" that is no port. The last "@" of all,
+            # not the last before a "?" or "#": the password may hold those too ("user:pa/s#s@host" showed "s#s").
+            # A query's "@" (?mail=a@b) hides the host and path as well, of a URL nothing can connect to.
             # (A password cut after digits behind a user name, "user:123/ss@host", reads as a host and port:
             # only the path's rules apply to it.)
-            end = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
-            at = rest.rfind("@", 0, end)
+            at = rest.rfind("@")
             if at < 0 and bad_port >= 0:
                 rest = span[:bad_port] + ":" + _REDACTED + rest[len(span):]
         if at >= 0:

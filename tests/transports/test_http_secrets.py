@@ -78,6 +78,12 @@ def test_a_call_to_a_server_that_went_away_shows_no_secret(server: FaultServer, 
     # a password holding "/" that nobody percent-encoded: every parser reads its start as host and port
     ("https://user:pa/ss@h/mcp?x=1", "https://***@h/mcp?x=1"),
     ("redis://:123/abc==@h/0", "redis://***@h/0"),
+    # ... and a "?" or "#" in it too (after the "/" or before it): the whole password is hidden, not its start
+    ("https://user:pa/ss#x@h/mcp", "https://***@h/mcp"),
+    ("https://user:pa/ss?x@h/mcp?y=1", "https://***@h/mcp?y=1"),
+    ("https://user:pa#ss/x@h/mcp", "https://***@h/mcp"),
+    ("https://user:p/a?s#s@h/x", "https://***@h/x"),
+    ("see https://user:pa/s#s@h/mcp now", "see https://***@h/mcp now"),
     ("https://user:secret/mcp", "https://user:***/mcp"),
     ("https://[::1]:8080/@scope/pkg", "https://[::1]:8080/@scope/pkg"),
     # what stays: words, versions, dates, short ids, a key prefix with too little after it
