@@ -436,6 +436,27 @@ def _has_key(schema: Any, name: str) -> bool:
     return False
 
 
+def _best_match(errors: Any) -> Any:
+    """jsonschema's ``best_match`` of ``errors``, whose ranking never raises.
+
+    Its ranking asks whether each error's instance is of a type its schema's
+    ``type`` names; draft 3 lets a ``type`` list hold schemas (its meta-schema
+    does so), which that reads as type names: TypeError, unhashable dict. Such
+    an error ranks below every other.
+    """
+    from jsonschema.exceptions import best_match, relevance
+
+    def ranked(error: Any) -> tuple[Any, ...]:
+        try:
+            return (True, relevance(error))
+        except _OverBudget:
+            raise
+        except Exception:  # noqa: BLE001 - a type that is a schema, or a name jsonschema does not know
+            return (False,)
+
+    return best_match(errors, key=ranked)
+
+
 def _log_here(logger: logging.Logger, level: int, msg: str, *args: Any) -> None:
     logger.log(level, msg, *args)
 
@@ -453,8 +474,6 @@ def schema_check(schema: Any, *, what: str, tool: str, server: str, emit: Emit |
     say = emit if emit is not None else _log_here
     if not isinstance(schema, dict):
         return None
-    import jsonschema
-
     compiled = _compiled(schema)
     if isinstance(compiled, str):
         log.warning("server %r: tool %r has an invalid %s (%s); it is not checked", server, tool, what, compiled)
@@ -473,7 +492,7 @@ def schema_check(schema: Any, *, what: str, tool: str, server: str, emit: Emit |
         _run.skipped = skipped
         _run.budget = _Budget(MAX_CHECK_STEPS, deadline)
         try:
-            error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
+            error = _best_match(validator.iter_errors(instance))
         except _OverDeadline:
             if not compiled.said_late:
                 compiled.said_late = True
@@ -571,7 +590,7 @@ def _compiled(schema: dict[str, Any]) -> _Compiled | str:
         base = jsonschema.Draft202012Validator
     meta_base = jsonschema.validators.validator_for(base.META_SCHEMA, default=base)
     meta = _safe_class(meta_base)(base.META_SCHEMA, format_checker=_schema_formats())
-    error = jsonschema.exceptions.best_match(meta.iter_errors(own))
+    error = _best_match(meta.iter_errors(own))
     compiled: _Compiled | str
     if error is not None:
         compiled = error.message

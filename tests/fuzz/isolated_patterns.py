@@ -108,6 +108,7 @@ def test_a_schema_of_many_patterns_compiles_in_bounded_time(unit: str, head: str
 @given(schemas, st.one_of(json_values, st.dictionaries(st.sampled_from(["a", "b", "x", "self"]), json_values)))
 @example({"$schema": [1], "type": "object"}, {})  # jsonschema's validator_for: TypeError, unhashable list
 @example({"$schema": 0, "type": "object"}, {})  # and AttributeError for a number
+@example({"$schema": "http://json-schema.org/draft-03/schema#", "items": 1}, {})  # best_match's ranking: TypeError
 def test_a_check_of_any_value_raises_only_schema_validation_errors(value_schema: Any, value: Any) -> None:
     value_schema, value = materialize(value_schema), materialize(value)
     for make in (schema.output_check, schema.input_check):  # results, and arguments (validate_arguments)

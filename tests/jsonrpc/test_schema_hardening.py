@@ -441,3 +441,26 @@ def test_a_schema_whose_patterns_total_too_much_is_not_used(engine: str) -> None
     """, engine, timeout=30)
     assert "None True" in out and "SchemaValidationError" in out, out
     assert "server 's': tool 't' has an invalid outputSchema (its patterns total" in out, out
+
+
+DRAFT3 = "http://json-schema.org/draft-03/schema#"
+
+
+@pytest.mark.parametrize("given", [{"items": 1}, {"dependencies": {"a": 1}}, {"type": {"type": "string"}, "properties": {"x": {"items": 1}}}])
+def test_a_draft_03_schema_the_meta_schema_refuses_is_not_used(given: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+    """Draft 3's meta-schema lists schemas among a "type"'s names; jsonschema's ranking of errors (best_match) read one
+    as a type name and raised TypeError out of the check's making (a listing of tools failed with it)."""
+    caplog.set_level(logging.WARNING, "mcpcall")
+    assert schema.output_check(dict(given, **{"$schema": DRAFT3}), tool="t", server="s") is None
+    assert any("has an invalid outputSchema" in r.getMessage() for r in caplog.records)
+
+
+def test_a_draft_03_value_of_the_wrong_type_is_a_schema_validation_error() -> None:
+    """A value that matches none of a draft-3 "type" list's schemas is refused as such, not as a schema that "cannot be
+    applied" (the ranking of its errors raised TypeError)."""
+    check = schema.output_check({"$schema": DRAFT3, "type": "object",
+                                 "properties": {"x": {"type": [{"type": "string"}, "null"]}}}, tool="t", server="s")
+    assert check is not None
+    check({"x": "a"})
+    with pytest.raises(SchemaValidationError, match=r"at \$\.x: "):
+        check({"x": 1})
