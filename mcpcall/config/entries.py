@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..transports.process import unlaunchable
 from .connect import ServerConfig, _Expanded
 from .expand import _Context, _expand, _flag, _read_env_file, _scalar, _type_name, _workspace
 from .oauth_settings import _is_oauth_auth, _oauth
@@ -93,19 +94,23 @@ def _stdio_spec(entry: Mapping[str, Any], ctx: _Context) -> dict[str, Any]:
     if raw_env is not None and not isinstance(raw_env, Mapping):
         ctx.fail("env", f"must be a mapping of names to strings, not {_type_name(raw_env)}")
     for key, value in (raw_env or {}).items():
-        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
+        if not isinstance(key, str) or not key or "=" in key or unlaunchable(key) is not None:
             ctx.fail("env", f"has a name that cannot be an environment variable: {key!r}"[:200])
         env[key] = _expand(_scalar(value, ctx, f"env.{key}", bools=True), ctx, f"env.{key}")
     for field, text in [("command", command)] + [(f"args[{i}]", a) for i, a in enumerate(argv)] + \
             [(f"env.{k}", v) for k, v in env.items()]:
-        if "\0" in text:
-            ctx.fail(field, "holds a NUL character")
+        why = unlaunchable(text)
+        if why is not None:
+            ctx.fail(field, why)
     spec: dict[str, Any] = {"name": ctx.server, "command": command, "args": argv, "env": env}
     cwd = entry.get("cwd")
     if cwd is not None:
         if not isinstance(cwd, str) or not cwd:
             ctx.fail("cwd", f"must be the path of a folder, not {_type_name(cwd)}")
         spec["cwd"] = ctx.resolve(_expand(cwd, ctx, "cwd"))
+        why = unlaunchable(spec["cwd"])
+        if why is not None:
+            ctx.fail("cwd", why)
     return spec
 
 

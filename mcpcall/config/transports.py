@@ -17,6 +17,7 @@ from typing import Any, Union
 
 from ..errors import ConfigError
 from ..transports.base import Transport
+from ..transports.process import unlaunchable
 from ..urls import is_url, redact_url
 from .expand import _FALSE_WORDS, _TRUE_WORDS
 
@@ -192,7 +193,9 @@ def make_transport(
     server = str(name or _default_name(argv))
     inherit = _parse_bool(entry_inherit if inherit_env is None else inherit_env, "inherit_env", server)
     if cwd is not None and not os.path.isdir(cwd):
-        raise ConfigError(f"the working directory {cwd!r} for server {server!r} does not exist")
+        why = unlaunchable(cwd)  # (isdir says False for a NUL, as for a folder that is not there)
+        raise ConfigError(f"the working directory {cwd!r} for server {server!r} "
+                          f"{'does not exist' if why is None else why}")
     entry_env.update(env or {})
     transport = StdioTransport(
         argv,

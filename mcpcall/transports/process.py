@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import ConnectionClosed
+from ..errors import ConfigError, ConnectionClosed
 from ..urls import redact_url
 
 __all__ = ["default_environment"]
@@ -46,9 +46,41 @@ def default_environment() -> dict[str, str]:
     return {k: os.environ[k] for k in _INHERITED if k in os.environ and not os.environ[k].startswith("()")}
 
 
+def unlaunchable(text: str) -> str | None:
+    """Why ``text`` cannot be an argument, an environment entry or the folder of a process; None when it can."""
+    if "\0" in text:
+        return "holds a NUL character"
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:  # (its object is the whole text: never kept)
+        return "holds a character this system cannot encode (a lone surrogate?)"
+    return None
+
+
+def _launch_problem(argv: Sequence[str], environment: Mapping[str, str], cwd: str | None) -> str | None:
+    """What in ``argv``, ``environment`` or ``cwd`` no process can be started with (never a value: it may be a
+    secret); None when all can. subprocess would raise a bare ValueError or UnicodeEncodeError for it."""
+    for i, arg in enumerate(argv):
+        why = unlaunchable(arg)
+        if why is not None:
+            return f"its {'command' if i == 0 else f'argument {i}'} {why}"
+    for key, value in environment.items():
+        if not key or "=" in key or unlaunchable(key) is not None:
+            return f"{key!r:.80} cannot be the name of an environment variable"
+        why = unlaunchable(value)
+        if why is not None:
+            return f"the value of its environment variable {key!r} {why}"
+    why = unlaunchable(cwd) if cwd is not None else None
+    return None if why is None else f"its working directory {why}"
+
+
 def spawn(argv: Sequence[str], *, name: str, environment: Mapping[str, str], cwd: str | None,
           stderr: Any) -> subprocess.Popen[bytes]:
-    """Start ``argv`` in a session of its own, stdin and stdout piped; a failure is a ConnectionClosed that says why."""
+    """Start ``argv`` in a session of its own, stdin and stdout piped; a failure is a ConnectionClosed that says why
+    (a :class:`~mcpcall.errors.ConfigError` for what no process can be started with: a NUL, an unencodable character)."""
+    problem = _launch_problem(argv, environment, cwd)
+    if problem is not None:
+        raise ConfigError(f"cannot start server {name!r}: {problem}")
     try:
         return subprocess.Popen(
             argv,

@@ -276,6 +276,13 @@ ERRORS = [
     ({"command": "x", "env": {"TOKEN": {"v": "sk-env-s3cr3t"}}}, "field 'env.TOKEN' must be a string, not dict"),
     ({"command": "x", "env": {"A=B": "sk-env-s3cr3t"}}, "field 'env' has a name that cannot be an environment variable"),
     ({"command": "x", "env": {"T": "sk-env-s3cr3t\0"}}, "field 'env.T' holds a NUL character"),
+    # what subprocess would refuse with a bare ValueError or UnicodeEncodeError (whose repr holds the whole value)
+    ({"command": "x\ud800"}, "field 'command' holds a character this system cannot encode"),
+    ({"command": "x", "args": ["ok", "a\ud800"]}, "field 'args[1]' holds a character this system cannot encode"),
+    ({"command": "x", "env": {"T": "sk-env-s3cr3t\ud800"}}, "field 'env.T' holds a character this system cannot encode"),
+    ({"command": "x", "env": {"T\ud800": "sk-env-s3cr3t"}}, "field 'env' has a name that cannot be an environment variable"),
+    ({"command": "x", "cwd": "/tmp\0x"}, "field 'cwd' holds a NUL character"),
+    ({"command": "x", "cwd": "/tmp/\ud800"}, "field 'cwd' holds a character this system cannot encode"),
     ({"command": "x", "cwd": 1}, "field 'cwd' must be the path of a folder, not int"),
     ({"command": "x", "envFile": 1}, "field 'envFile' must be the path of a file, not int"),
     ({"command": "x", "envFile": "no-such.env"}, "field 'envFile': the file"),

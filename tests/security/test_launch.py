@@ -113,3 +113,36 @@ def test_an_exported_shell_function_is_not_passed_on(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("TERM", "() { :; }; echo pwned")
     names = _tool([PYTHON, HOSTILE], "environ")
     assert "TERM" not in names and "PATH" in names
+
+
+@pytest.mark.parametrize("argv, env, says", [
+    ([PYTHON + "\0"], {}, "its command holds a NUL character"),
+    ([PYTHON, "-c", "pass\0"], {}, "its argument 2 holds a NUL character"),
+    ([PYTHON, "-c", "pass\ud800"], {}, "its argument 2 holds a character this system cannot encode"),
+    ([PYTHON, "-c", "pass"], {"T": "sk-launch-s3cr3t\0"}, "the value of its environment variable 'T' holds a NUL character"),
+    ([PYTHON, "-c", "pass"], {"T": "sk-launch-s3cr3t\ud800"},
+     "the value of its environment variable 'T' holds a character this system cannot encode"),
+    ([PYTHON, "-c", "pass"], {"A=B": "sk-launch-s3cr3t"}, "'A=B' cannot be the name of an environment variable"),
+    ([PYTHON, "-c", "pass"], {"": "sk-launch-s3cr3t"}, "'' cannot be the name of an environment variable"),
+])
+def test_what_no_process_can_be_started_with_is_a_config_error_naming_the_server(argv: list[str], env: dict[str, str],
+                                                                                 says: str) -> None:
+    """subprocess refuses these with a bare ValueError, or a UnicodeEncodeError whose repr holds the whole value
+    (an environment variable's: a secret); connect() says which server and which part, never the value."""
+    with pytest.raises(mcpcall.ConfigError) as info:
+        mcpcall.connect(argv, name="srv", timeout=5, env=env)
+    text = f"{info.value}\n{info.value!r}"
+    assert f"cannot start server 'srv': {says}" in text, text
+    assert "s3cr3t" not in text and info.value.__cause__ is None and info.value.__context__ is None
+
+
+def test_a_working_directory_no_process_can_be_started_in_is_a_config_error() -> None:
+    from mcpcall.transports.stdio import StdioTransport
+
+    with pytest.raises(mcpcall.ConfigError, match=r"cannot start server 'srv': its working directory holds a NUL character"):
+        StdioTransport([PYTHON, "-c", "pass"], name="srv", cwd="/tmp\0x").start(lambda message: None)
+
+
+def test_connect_says_why_a_working_directory_cannot_be_one() -> None:
+    with pytest.raises(mcpcall.ConfigError, match=r"^the working directory '/tmp\\x00x' for server 'srv' holds a NUL character$"):
+        mcpcall.connect([PYTHON, "-c", "pass"], name="srv", timeout=5, cwd="/tmp\0x")
