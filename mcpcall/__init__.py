@@ -78,7 +78,8 @@ checks this table against every thread the package starts)::
     mcpcall-server-<server>      1 per memory transport            the in-process server of the memory transport
                                                                    (its reader is mcpcall-reader-<server>)
     mcpcall-start-<server>       1 per awaited integration call    starts an integration's call off the event loop
-                                                                   (a listing or a connect may come first), then ends
+                                                                   (a listing or a connect may come first), then ends;
+                                                                   one more reads its result if the loop's executor is shut down
 
 User code (handlers, progress, done-callbacks, logging handlers) runs only on a caller's thread or the callbacks
 thread, never on a reader, writer, HTTP, listen, SSE, lookup or scheduler thread.

@@ -21,7 +21,7 @@ import math
 import re
 import sys
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Callable, Optional, TypeVar
@@ -158,12 +158,12 @@ class MCPTool:
         try:
             future = await self._start(functools.partial(self._future, arguments, seconds, on_progress))
             try:
-                result: CallToolResult = await _outcome(future)
+                result: CallToolResult = await _outcome(future, self._start)
             except SessionExpired as exc:  # not run: once more, in the new session the client opens
                 again = await self._start(functools.partial(self._again, future, exc, arguments, seconds, on_progress))
                 if again is None:
                     raise
-                result = await _outcome(again)
+                result = await _outcome(again, self._start)
         except (MCPError, FutureTimeout) as exc:
             raise self.failure(exc, seconds) from exc
         return self._checked(result)
@@ -280,15 +280,16 @@ class MCPTool:
         return ToolCallFailed(failure_text(what, exc, seconds))
 
 
-async def _outcome(future: Future[T]) -> T:
+async def _outcome(future: Future[T], elsewhere: Callable[[Callable[[], T]], Awaitable[T]]) -> T:
     """``future``'s outcome, awaited from the loop without reading it there.
 
     A :class:`~mcpcall.RequestFuture` checks its result against the tool's
     ``outputSchema`` on the thread that first reads it, and ``asyncio.wrap_future``
     would read it on the loop's thread. The loop is only told when the call is
     done; the result is then read in the loop's default executor, holding one of
-    its workers for the check alone (never for the wait). Cancelling the awaiting
-    task cancels the call.
+    its workers for the check alone (never for the wait), or, once that executor
+    is shut down, by ``elsewhere`` (:meth:`MCPTool._start`: a thread of its own).
+    Cancelling the awaiting task cancels the call.
     """
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
@@ -307,7 +308,11 @@ async def _outcome(future: Future[T]) -> T:
         raise
     if future.cancelled():
         raise asyncio.CancelledError
-    return await loop.run_in_executor(None, future.result, 0)
+    try:
+        reading = loop.run_in_executor(None, future.result, 0)
+    except RuntimeError:  # the default executor is shut down (an application's, or asyncio.run's, way out)
+        return await elsewhere(functools.partial(future.result, 0))
+    return await reading
 
 
 def _set_done(done: asyncio.Future[None]) -> None:

@@ -334,3 +334,16 @@ def test_awaited_calls_in_flight_hold_no_thread_each(source: str, demo: mcpcall.
     results = run_async(main)
     assert len(results) == 12 and all(not r.is_error for r in results)
     assert seen == [12], f"{seen} calls were still in flight once the start threads had ended (want 12)"
+
+
+@pytest.mark.parametrize("source", ["client", "registry"])
+def test_an_awaited_call_is_read_though_the_loops_executor_was_shut_down(source: str, demo: mcpcall.Client) -> None:
+    """A loop whose default executor is shut down (as asyncio.run does on its way out, or an application's own
+    shutdown) runs no more work there: the result is read on a thread of its own, not lost to a RuntimeError."""
+    (add,) = [t for t in mcp_tools(source_of(source, demo), timeout=20) if t.name in ("add", "mcp__demo__add")]
+
+    async def main() -> Any:
+        await asyncio.get_running_loop().shutdown_default_executor()
+        return await add.acall({"a": 2, "b": 3})
+
+    assert run_async(main).structured_content == {"sum": 5}
