@@ -53,7 +53,10 @@ from jsonschema import Draft202012Validator  # what DSPy validates an argument's
 from jsonschema.exceptions import SchemaError
 
 _MAX_REF_DEPTH = 16  # nested $refs inlined in one argument's schema; deeper (or recursive) ones accept anything
-_MAX_NODES = 2_000  # schema nodes copied into one argument's schema; past it, what is left accepts anything
+_MAX_NODES = 1_000  # schema nodes copied into one argument's schema; past it, what is left accepts anything
+# Schema nodes copied into all of one tool's arguments: each copied node costs a check against the meta-schema
+# (some 2,000 Python steps), and a server's arguments may each name the same fanned-out definition.
+_MAX_TOOL_NODES = 4_000
 _MAX_NESTING = 32  # levels of one argument's schema kept; deeper ones accept anything
 # Keywords DSPy's own per-call jsonschema check would run at a cost the server chooses (a pattern is a
 # regular expression of its): left to the server, and to validate_arguments, which bounds them.
@@ -120,7 +123,9 @@ def _tool(mcp: MCPTool, structured: bool) -> Any:
 def arguments(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The per-argument JSON Schemas of an object ``schema``, as ``dspy.Tool``'s ``args``.
 
-    Local ``$ref``\\ s are inlined; an optional argument gets ``"default": None``
+    Local ``$ref``\\ s are inlined (at most :data:`_MAX_NODES` nodes in one
+    argument, :data:`_MAX_TOOL_NODES` in all of them: past that, what is left
+    accepts anything); an optional argument gets ``"default": None``
     unless it has a default (a required one loses its default: DSPy would take
     it as optional); a schema the JSON Schema meta-schema refuses (an older
     draft's form) is replaced by one that accepts anything, keeping its
@@ -131,10 +136,19 @@ def arguments(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     required = schema.get("required")
     required = {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
     out: dict[str, dict[str, Any]] = {}
+    left = _MAX_TOOL_NODES
     for name, sub in props.items():
         if not isinstance(name, str):
             continue
-        arg = _inlined(sub, schema, (), [_MAX_NODES], 0) if isinstance(sub, Mapping) else {}
+        if not isinstance(sub, Mapping):
+            arg: Any = {}
+        elif left > 0:
+            budget = [min(_MAX_NODES, left)]
+            arg = _inlined(sub, schema, (), budget, 0)
+            left -= min(_MAX_NODES, left) - max(budget[0], 0)
+        else:  # the tool's budget is spent: the argument accepts anything, its description kept
+            description = sub.get("description")
+            arg = {"description": description} if isinstance(description, str) else {}
         arg = arg if isinstance(arg, dict) else {}
         if not _valid(arg):
             arg = {k: arg[k] for k in ("description", "default") if k in arg}

@@ -60,7 +60,9 @@ from jsonschema.exceptions import SchemaError
 
 _MAX_REPAIRS = 500  # nodes of one schema replaced by an accept-anything schema in one pass
 _PASSES = 3  # checks of the whole schema, each followed by the repairs it asks for; then the whole is replaced
-_META = Draft202012Validator(Draft202012Validator.META_SCHEMA)
+# As check_schema checks (Haystack's check): with the format checker, so a pattern that is no regular expression
+# ("format": "regex" in the meta-schema) is refused and found.
+_META = Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
 def tools(source: Any, timeout: float | None = None, *, on_progress: ToolProgress | None = None,
@@ -146,7 +148,7 @@ def parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
         if paths is None:
             break
         if not paths:
-            return out
+            break
         for path in paths[:_MAX_REPAIRS]:
             try:
                 out = _loosened(out, path)

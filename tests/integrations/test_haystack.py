@@ -118,6 +118,25 @@ def test_a_schema_haystack_refuses_is_repaired_not_dropped() -> None:
     assert mcp_haystack.parameters(valid) == valid
 
 
+def test_a_pattern_that_is_no_regular_expression_is_dropped_and_the_tool_is_made() -> None:
+    # Haystack's check runs the meta-schema's "format": "regex" (Python's re) on every pattern
+    schema = {"type": "object", "properties": {
+        "code": {"type": "string", "pattern": "(unclosed", "description": "kept", "maxLength": 8},
+        "list": {"type": "array", "items": {"type": "string", "pattern": "[", "$ref": "#"}},
+        "fine": {"type": "string", "pattern": "^[a-z]+$"},
+    }}
+    with pytest.raises(SchemaError):
+        Draft202012Validator.check_schema(schema)
+    out = mcp_haystack.parameters(schema)
+    Draft202012Validator.check_schema(out)
+    props = out["properties"]
+    assert props["code"] == {"type": "string", "description": "kept", "maxLength": 8}
+    assert props["list"] == {"type": "array", "items": {"type": "string", "$ref": "#"}}
+    assert props["fine"] == schema["properties"]["fine"]  # type: ignore[index]
+    made = Tool(name="t", description="d", parameters=out, function=lambda **kw: kw)
+    assert made.parameters == out
+
+
 # ---------------------------------------------------------------- the Agent, sync
 
 

@@ -104,6 +104,21 @@ def test_dspy_inlining_is_bounded() -> None:
     assert isinstance(args["x"], dict)  # no RecursionError: cut at a depth DSPy's check can take
 
 
+def test_dspy_inlining_is_bounded_for_the_whole_tool() -> None:
+    # every argument naming the same fan-out: the copies (each checked against the meta-schema) are bounded per
+    # tool, not per argument; the arguments past the budget keep their descriptions
+    framework("dspy")
+    from mcpcall.integrations import dspy as mcp_dspy
+
+    schema = _laughs(24, 4)
+    schema["properties"] = {f"a{i}": {"$ref": "#/$defs/d0", "description": f"arg {i}"} for i in range(300)}
+    args = mcp_dspy.arguments(mcp_tool(schema).schema)
+    assert list(args) == [f"a{i}" for i in range(300)]
+    assert all(args[f"a{i}"]["description"] == f"arg {i}" for i in range(300))
+    assert sum(_nodes(arg) for arg in args.values()) <= 2 * 4_000 + 300 * 4
+    assert _nodes(args["a0"]) > 500  # the first arguments are inlined in full, as far as one argument's budget goes
+
+
 def test_dspy_leaves_patterns_to_the_server_but_keeps_a_property_called_pattern() -> None:
     framework("dspy")
     from mcpcall.integrations import dspy as mcp_dspy
