@@ -53,10 +53,13 @@ from jsonschema import Draft202012Validator  # what DSPy validates an argument's
 from jsonschema.exceptions import SchemaError
 
 _MAX_REF_DEPTH = 16  # nested $refs inlined in one argument's schema; deeper (or recursive) ones accept anything
-_MAX_NODES = 1_000  # schema nodes copied into one argument's schema; past it, what is left accepts anything
-# Schema nodes copied into all of one tool's arguments: each copied node costs a check against the meta-schema
-# (some 2,000 Python steps), and a server's arguments may each name the same fanned-out definition.
-_MAX_TOOL_NODES = 4_000
+# What is copied into the arguments' schemas, in schemas (objects) and in values (every object, list and scalar,
+# an enum's items too): each copied schema costs a check against the meta-schema (some 2,000-4,000 Python steps),
+# and a server's arguments may each name the same fanned-out definition. Past a budget, what is left accepts anything.
+_MAX_NODES = 500  # schemas copied into one argument
+_MAX_TOOL_NODES = 2_000  # schemas copied into all of one tool's arguments
+_MAX_VALUES = 20_000  # values copied into one argument
+_MAX_TOOL_VALUES = 50_000  # values copied into all of one tool's arguments
 _MAX_NESTING = 32  # levels of one argument's schema kept; deeper ones accept anything
 # Keywords DSPy's own per-call jsonschema check would run at a cost the server chooses (a pattern is a
 # regular expression of its): left to the server, and to validate_arguments, which bounds them.
@@ -123,9 +126,10 @@ def _tool(mcp: MCPTool, structured: bool) -> Any:
 def arguments(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The per-argument JSON Schemas of an object ``schema``, as ``dspy.Tool``'s ``args``.
 
-    Local ``$ref``\\ s are inlined (at most :data:`_MAX_NODES` nodes in one
-    argument, :data:`_MAX_TOOL_NODES` in all of them: past that, what is left
-    accepts anything); an optional argument gets ``"default": None``
+    Local ``$ref``\\ s are inlined (at most :data:`_MAX_NODES` schemas and
+    :data:`_MAX_VALUES` values in one argument, :data:`_MAX_TOOL_NODES` and
+    :data:`_MAX_TOOL_VALUES` in all of them: past that, what is left accepts
+    anything); an optional argument gets ``"default": None``
     unless it has a default (a required one loses its default: DSPy would take
     it as optional); a schema the JSON Schema meta-schema refuses (an older
     draft's form) is replaced by one that accepts anything, keeping its
@@ -136,16 +140,17 @@ def arguments(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     required = schema.get("required")
     required = {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
     out: dict[str, dict[str, Any]] = {}
-    left = _MAX_TOOL_NODES
+    left = [_MAX_TOOL_NODES, _MAX_TOOL_VALUES]
     for name, sub in props.items():
         if not isinstance(name, str):
             continue
         if not isinstance(sub, Mapping):
             arg: Any = {}
-        elif left > 0:
-            budget = [min(_MAX_NODES, left)]
+        elif left[0] > 0 and left[1] > 0:
+            given = [min(_MAX_NODES, left[0]), min(_MAX_VALUES, left[1])]
+            budget = list(given)
             arg = _inlined(sub, schema, (), budget, 0)
-            left -= min(_MAX_NODES, left) - max(budget[0], 0)
+            left = [left[0] - given[0] + max(budget[0], 0), left[1] - given[1] + max(budget[1], 0)]
         else:  # the tool's budget is spent: the argument accepts anything, its description kept
             description = sub.get("description")
             arg = {"description": description} if isinstance(description, str) else {}
@@ -166,15 +171,17 @@ _NAME_MAPS = frozenset({"properties", "$defs", "definitions", "dependentSchemas"
 def _inlined(node: Any, root: Mapping[str, Any], refs: tuple[str, ...], budget: list[int], depth: int) -> Any:
     r"""``node`` (a copy) with every local ``$ref`` replaced by its target; a recursive or unknown one by ``{}``.
 
-    ``budget`` (one count for the whole argument) bounds the nodes copied: a
-    server's ``$ref``\ s that fan out (each definition naming the next twice)
-    would otherwise be copied 2^depth times. Past it, or past
-    :data:`_MAX_NESTING` levels, a node accepts anything. The keywords of
-    :data:`_UNCHECKED` are left out of every schema (a property may still be
-    called ``format``).
+    ``budget`` (the schemas, then the values, left for the whole argument)
+    bounds what is copied: a server's ``$ref``\ s that fan out (each
+    definition naming the next twice) would otherwise be copied 2^depth times.
+    Past it, or past :data:`_MAX_NESTING` levels, a node accepts anything. The
+    keywords of :data:`_UNCHECKED` are left out of every schema (a property may
+    still be called ``format``).
     """
-    budget[0] -= 1
-    if budget[0] < 0 or depth > _MAX_NESTING:
+    budget[1] -= 1
+    if isinstance(node, Mapping):
+        budget[0] -= 1
+    if budget[0] < 0 or budget[1] < 0 or depth > _MAX_NESTING:
         return {} if isinstance(node, Mapping) else None
     if isinstance(node, list):
         return [_inlined(item, root, refs, budget, depth + 1) for item in node]

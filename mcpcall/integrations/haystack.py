@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -55,14 +56,31 @@ Tool: Any = _tools.Tool
 HaystackImage: Any = _dataclasses.ImageContent
 HaystackText: Any = _dataclasses.TextContent
 
-from jsonschema import Draft202012Validator  # a dependency of haystack-ai, which checks its tools' schemas with it
+from jsonschema import Draft202012Validator, FormatChecker  # a dependency of haystack-ai, which checks its tools' schemas with it
 from jsonschema.exceptions import SchemaError
 
 _MAX_REPAIRS = 500  # nodes of one schema replaced by an accept-anything schema in one pass
 _PASSES = 3  # checks of the whole schema, each followed by the repairs it asks for; then the whole is replaced
+
+
+def _regex(pattern: object) -> bool:
+    """A pattern Python's ``re`` compiles: the meta-schema's ``"format": "regex"``, as Haystack's check runs it, but
+    with every way it fails counted as a refusal (a repeat count past the C limit raises OverflowError, nesting past
+    the parser's recursion RecursionError; through Haystack's check, either would make the tool fail to build)."""
+    if not isinstance(pattern, str):
+        return True
+    try:
+        re.compile(pattern)
+    except (re.error, OverflowError, RecursionError, ValueError):
+        return False
+    return True
+
+
 # As check_schema checks (Haystack's check): with the format checker, so a pattern that is no regular expression
-# ("format": "regex" in the meta-schema) is refused and found.
-_META = Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
+# is refused and found (and its keyword dropped).
+_FORMATS = FormatChecker()
+_FORMATS.checks("regex")(_regex)
+_META = Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=_FORMATS)
 
 
 def tools(source: Any, timeout: float | None = None, *, on_progress: ToolProgress | None = None,
@@ -157,14 +175,12 @@ def parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": {}} if _error(out) is not None else out
 
 
-def _error(schema: Any) -> SchemaError | None:
+def _error(schema: Any) -> Exception | None:
+    """What the meta-schema refuses first in ``schema``, Haystack's check with :func:`_regex` for patterns."""
     try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        return exc
+        return next(iter(_META.iter_errors(schema)), None)
     except RecursionError:  # deeper than the check recurses: no schema Haystack could check either
         return SchemaError("nested too deeply")
-    return None
 
 
 def _refused(schema: Any) -> list[list[Any]] | None:

@@ -149,7 +149,8 @@ regexes = st.one_of(
     st.tuples(st.sampled_from(["", "", "^", "(?i)", "(?m)^", "(?s)", "(?x)"]), regex_bodies, st.sampled_from(["", "", "$", "\\Z"]))
     .map("".join),
     st.sampled_from(["(unclosed", "[", "*", "(?P<a>x)(?P=a)", "\\", "a{99999}", "(?x) a # [", "^(a+)+$", "(a|a)*b",
-                     "(?:a|aa)" * 23 + "c", "(" * 60 + "a" + ")" * 60, "a" * 1001, "(?i)" + "[\x00-\uffff]" * 40]),
+                     "(?:a|aa)" * 23 + "c", "(" * 60 + "a" + ")" * 60, "a" * 1001,
+                     "a{99999999999999999999}", "(" * 3000 + "a" + ")" * 3000, "(?i)" + "[\x00-\uffff]" * 40]),
     texts,
 )
 #: Texts to match patterns against: runs of the characters patterns care about.

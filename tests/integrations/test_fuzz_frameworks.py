@@ -99,6 +99,8 @@ def test_each_framework_builds_its_tool_from_any_schema(name: str) -> None:
     @given(schemas)
     @example(fan_out(8, 6))
     @example({"items": {"type": "string", "$ref": "#", "pattern": "(unclosed"}})  # a pattern no regex (a CI run)
+    @example({"type": "object", "properties": {"a": {"type": "string", "pattern": "a{99999999999999999999}"},
+                                             "b": {"type": "string", "pattern": "(" * 3000 + "a" + ")" * 3000}}})
     @example({"type": "object", "properties": {"a": {"$ref": "#/enum/\u00b2"}}, "enum": [1]})
     @example({"type": "object", "properties": {"self": {"type": {}}, "a": {"enum": [float("nan"), 10**400]}}})
     def check(schema: Any) -> None:

@@ -81,6 +81,14 @@ def _laughs(levels: int, fan: int) -> dict[str, Any]:
     return {"type": "object", "properties": {"x": {"$ref": "#/$defs/d0"}}, "$defs": defs}
 
 
+def _schemas(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + sum(_schemas(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_schemas(v) for v in value)
+    return 0
+
+
 def _nodes(value: Any) -> int:
     if isinstance(value, dict):
         return 1 + sum(_nodes(v) for v in value.values())
@@ -94,7 +102,13 @@ def test_dspy_inlining_is_bounded() -> None:
     from mcpcall.integrations import dspy as mcp_dspy
 
     args = mcp_dspy.arguments(mcp_tool(_laughs(24, 4)).schema)  # 4^24 copies, inlined naively
-    assert _nodes(args["x"]) <= 2 * 2_000
+    assert _schemas(args["x"]) <= mcp_dspy._MAX_NODES + 1 and _nodes(args["x"]) <= mcp_dspy._MAX_VALUES + 1
+    fat = _laughs(24, 4)
+    fat["$defs"]["d24"] = {"enum": list(range(5_000))}  # every copy an enum of 5,000
+    args = mcp_dspy.arguments(mcp_tool(fat).schema)
+    assert _nodes(args["x"]) <= mcp_dspy._MAX_VALUES + 1
+    big = {"type": "object", "properties": {"zone": {"type": "string", "enum": [f"z{i}" for i in range(5_000)]}}}
+    assert mcp_dspy.arguments(big)["zone"]["enum"] == big["properties"]["zone"]["enum"]  # values are not schemas
     deep: dict[str, Any] = {"type": "string"}
     for _ in range(60):
         deep = {"type": "array", "items": deep}
@@ -115,8 +129,8 @@ def test_dspy_inlining_is_bounded_for_the_whole_tool() -> None:
     args = mcp_dspy.arguments(mcp_tool(schema).schema)
     assert list(args) == [f"a{i}" for i in range(300)]
     assert all(args[f"a{i}"]["description"] == f"arg {i}" for i in range(300))
-    assert sum(_nodes(arg) for arg in args.values()) <= 2 * 4_000 + 300 * 4
-    assert _nodes(args["a0"]) > 500  # the first arguments are inlined in full, as far as one argument's budget goes
+    assert sum(_schemas(arg) for arg in args.values()) <= mcp_dspy._MAX_TOOL_NODES + 300
+    assert _schemas(args["a0"]) > mcp_dspy._MAX_NODES // 2  # the first ones inlined as far as one argument's budget goes
 
 
 def test_dspy_leaves_patterns_to_the_server_but_keeps_a_property_called_pattern() -> None:
