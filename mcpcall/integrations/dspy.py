@@ -141,6 +141,7 @@ def arguments(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     required = {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
     out: dict[str, dict[str, Any]] = {}
     left = [_MAX_TOOL_NODES, _MAX_TOOL_VALUES]
+    targets: dict[str, Any] = {}
     for name, sub in props.items():
         if not isinstance(name, str):
             continue
@@ -149,7 +150,7 @@ def arguments(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         elif left[0] > 0 and left[1] > 0:
             given = [min(_MAX_NODES, left[0]), min(_MAX_VALUES, left[1])]
             budget = list(given)
-            arg = _inlined(sub, schema, (), budget, 0)
+            arg = _inlined(sub, schema, (), budget, 0, targets)
             left = [left[0] - given[0] + max(budget[0], 0), left[1] - given[1] + max(budget[1], 0)]
         else:  # the tool's budget is spent: the argument accepts anything, its description kept
             description = sub.get("description")
@@ -166,43 +167,78 @@ def arguments(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 _NAME_MAPS = frozenset({"properties", "$defs", "definitions", "dependentSchemas"})  # name -> schema, not keywords
+_DATA = frozenset({"enum", "const", "default", "examples"})  # values, copied as they are
+# Keywords of schema identity that would send DSPy's check elsewhere: a $schema another draft's meta-schema
+# (a schema valid here refused there), $id a new base for $refs already inlined, $dynamicRef one unresolvable.
+_DROPPED = frozenset({"$schema", "$id", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
+                      "$vocabulary"})
+_TEXT_UNIT = 16  # characters of a string that count as one value against the budget
 
 
-def _inlined(node: Any, root: Mapping[str, Any], refs: tuple[str, ...], budget: list[int], depth: int) -> Any:
+def _inlined(node: Any, root: Mapping[str, Any], refs: tuple[str, ...], budget: list[int], depth: int,
+             targets: dict[str, Any]) -> Any:
     r"""``node`` (a copy) with every local ``$ref`` replaced by its target; a recursive or unknown one by ``{}``.
 
-    ``budget`` (the schemas, then the values, left for the whole argument)
-    bounds what is copied: a server's ``$ref``\ s that fan out (each
-    definition naming the next twice) would otherwise be copied 2^depth times.
-    Past it, or past :data:`_MAX_NESTING` levels, a node accepts anything. The
-    keywords of :data:`_UNCHECKED` are left out of every schema (a property may
-    still be called ``format``).
+    ``budget`` (the schemas, then the values, left for the whole argument; a
+    string counts a value per :data:`_TEXT_UNIT` characters) bounds what is
+    copied: a server's ``$ref``\ s that fan out (each definition naming the
+    next twice) would otherwise be copied 2^depth times. Past it, or past
+    :data:`_MAX_NESTING` levels, a node accepts anything. The keywords of
+    :data:`_UNCHECKED` and :data:`_DROPPED` are left out of every schema (a
+    property may still be called ``format``); a ``required`` or ``type`` list
+    keeps each of its strings once, nothing else (the meta-schema's
+    ``uniqueItems`` compares a mixed list pair by pair). ``targets`` keeps what each ``$ref`` named.
     """
-    budget[1] -= 1
-    if isinstance(node, Mapping):
-        budget[0] -= 1
-    if budget[0] < 0 or budget[1] < 0 or depth > _MAX_NESTING:
-        return {} if isinstance(node, Mapping) else None
-    if isinstance(node, list):
-        return [_inlined(item, root, refs, budget, depth + 1) for item in node]
     if not isinstance(node, Mapping):
-        return node if node is None or isinstance(node, (str, int, float, bool)) else None
+        return _data(node, budget, depth)
+    budget[0] -= 1
+    budget[1] -= 1
+    if budget[0] < 0 or budget[1] < 0 or depth > _MAX_NESTING:
+        return {}
     rest: dict[str, Any] = {}
     for key, value in node.items():
-        if not isinstance(key, str) or key == "$ref" or key in _UNCHECKED:
+        if not isinstance(key, str) or key == "$ref" or key in _UNCHECKED or key in _DROPPED:
             continue
         if key in _NAME_MAPS and isinstance(value, Mapping):
-            rest[key] = {name: _inlined(sub, root, refs, budget, depth + 1) for name, sub in value.items()}
+            rest[key] = {name: _inlined(sub, root, refs, budget, depth + 1, targets) for name, sub in value.items()}
+        elif key in _DATA:
+            rest[key] = _data(value, budget, depth + 1)
+        elif key in ("required", "type") and isinstance(value, list):
+            rest[key] = _data(_once(value), budget, depth + 1)
+        elif key == "dependentRequired" and isinstance(value, Mapping):
+            rest[key] = {name: _data(_once(names) if isinstance(names, list) else names, budget, depth + 1)
+                         for name, names in value.items()}
+        elif isinstance(value, list):
+            rest[key] = [_inlined(item, root, refs, budget, depth + 1, targets) for item in value]
         else:
-            rest[key] = _inlined(value, root, refs, budget, depth + 1)
+            rest[key] = _inlined(value, root, refs, budget, depth + 1, targets)
     ref = node.get("$ref")
     if isinstance(ref, str):
-        target = resolve_pointer(root, ref)
+        if ref not in targets:
+            targets[ref] = resolve_pointer(root, ref)
+        target = targets[ref]
         if target is None or not isinstance(target, Mapping) or ref in refs or len(refs) >= _MAX_REF_DEPTH:
             return rest  # accepts anything but what its other keywords say
-        inlined = _inlined(target, root, (*refs, ref), budget, depth + 1)
+        inlined = _inlined(target, root, (*refs, ref), budget, depth + 1, targets)
         return {**inlined, **rest} if isinstance(inlined, dict) else rest
     return rest
+
+
+def _data(value: Any, budget: list[int], depth: int) -> Any:
+    """``value`` copied as a value (JSON only), within the budget and :data:`_MAX_NESTING`: past them, None."""
+    budget[1] -= 1 + (len(value) // _TEXT_UNIT if isinstance(value, str) else 0)
+    if budget[1] < 0 or depth > _MAX_NESTING:
+        return None
+    if isinstance(value, Mapping):
+        return {key: _data(item, budget, depth + 1) for key, item in value.items() if isinstance(key, str)}
+    if isinstance(value, list):
+        return [_data(item, budget, depth + 1) for item in value]
+    return value if value is None or isinstance(value, (str, int, float, bool)) else None
+
+
+def _once(items: list[Any]) -> list[str]:
+    """The strings of ``items``, each once, in order (anything else in a ``required`` or ``type`` list is refused)."""
+    return list(dict.fromkeys(item for item in items if isinstance(item, str)))
 
 
 def _valid(schema: Any) -> bool:

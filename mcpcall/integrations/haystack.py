@@ -45,6 +45,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..patterns import MAX_COMPILE_SIZE, MAX_PATTERN_CHARS, compile_size
 from ..registry import result_text
 from ..types import CallToolResult, ImageContent
 from ._core import MCPTool, ToolProgress, mcp_tools, media, require
@@ -62,25 +63,6 @@ from jsonschema.exceptions import SchemaError
 _MAX_REPAIRS = 500  # nodes of one schema replaced by an accept-anything schema in one pass
 _PASSES = 3  # checks of the whole schema, each followed by the repairs it asks for; then the whole is replaced
 
-
-def _regex(pattern: object) -> bool:
-    """A pattern Python's ``re`` compiles: the meta-schema's ``"format": "regex"``, as Haystack's check runs it, but
-    with every way it fails counted as a refusal (a repeat count past the C limit raises OverflowError, nesting past
-    the parser's recursion RecursionError; through Haystack's check, either would make the tool fail to build)."""
-    if not isinstance(pattern, str):
-        return True
-    try:
-        re.compile(pattern)
-    except (re.error, OverflowError, RecursionError, ValueError):
-        return False
-    return True
-
-
-# As check_schema checks (Haystack's check): with the format checker, so a pattern that is no regular expression
-# is refused and found (and its keyword dropped).
-_FORMATS = FormatChecker()
-_FORMATS.checks("regex")(_regex)
-_META = Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=_FORMATS)
 
 
 def tools(source: Any, timeout: float | None = None, *, on_progress: ToolProgress | None = None,
@@ -107,15 +89,22 @@ def _tool(mcp: MCPTool, state: Mapping[str, Any] | None) -> Any:
 
     function.__name__ = async_function.__name__ = mcp.name
     function.__doc__ = async_function.__doc__ = mcp.description
-    return Tool(
-        name=mcp.name,
-        description=mcp.description,
-        parameters=parameters(mcp.schema),
-        function=function,
-        async_function=async_function,
-        outputs_to_string={"handler": tool_message, "raw_result": True},
-        outputs_to_state={k: dict(v) for k, v in state.items()} if state else None,
-    )
+
+    def made(schema: dict[str, Any]) -> Any:
+        return Tool(
+            name=mcp.name,
+            description=mcp.description,
+            parameters=schema,
+            function=function,
+            async_function=async_function,
+            outputs_to_string={"handler": tool_message, "raw_result": True},
+            outputs_to_state={k: dict(v) for k, v in state.items()} if state else None,
+        )
+
+    try:
+        return made(parameters(mcp.schema))
+    except (RecursionError, OverflowError):  # Haystack's check of a schema ours passed, run deeper in the stack
+        return made({"type": "object", "properties": {}})
 
 
 def _output(result: CallToolResult) -> dict[str, Any]:
@@ -147,24 +136,27 @@ def tool_message(output: Any) -> Any:
 def parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
     """``schema`` as Haystack's ``Tool`` takes it: valid under the JSON Schema 2020-12 meta-schema.
 
-    A schema that is valid is returned as it is (a copy). One that is not gets
-    the older drafts' forms rewritten (tuple ``items``, boolean
+    A schema that is valid is returned as it is (a copy; a ``required`` or
+    ``type`` list keeps each string once). One that is not gets the older
+    drafts' forms rewritten (tuple ``items``, boolean
     ``exclusiveMinimum``/``exclusiveMaximum``, ``additionalItems``) and its
     ``$schema`` dropped (what is left is a 2020-12 schema); a node still
     refused is replaced by an empty schema (anything), keeping its
     description: every such node found by one check, for up to :data:`_PASSES`
     checks (the cost stays linear in the schema, however many nodes are bad);
-    a schema still refused after that is an object with any properties.
+    a schema still refused after that is an object with any properties. A
+    ``pattern`` Python's ``re`` refuses, or would compile at a cost the server
+    chooses (longer than :data:`mcpcall.patterns.MAX_PATTERN_CHARS`, nested
+    deeper than :data:`_MAX_PATTERN_NESTING`), is dropped: Haystack's check
+    compiles every pattern.
     """
-    out: dict[str, Any] = copy.deepcopy(dict(schema))
+    out: dict[str, Any] = _walk(copy.deepcopy(dict(schema)), _once)
     if _error(out) is None:
         return out
-    out = dict(_modern(out))
+    out = _walk(out, _modern)
     out.pop("$schema", None)
     for _ in range(_PASSES):  # each pass loosens every node refused, found in one check of the whole
         paths = _refused(out)
-        if paths is None:
-            break
         if not paths:
             break
         for path in paths[:_MAX_REPAIRS]:
@@ -173,6 +165,49 @@ def parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
             except (KeyError, IndexError, TypeError):  # an earlier repair took away what the path runs through
                 continue
     return {"type": "object", "properties": {}} if _error(out) is not None else out
+
+
+def _regex(pattern: object) -> bool:
+    """A pattern Python's ``re`` compiles at a bounded cost: the meta-schema's ``"format": "regex"``, as Haystack's
+    check runs it, with every way it fails counted as a refusal (a repeat count past the C limit raises
+    OverflowError, nesting past the parser's recursion RecursionError; through Haystack's check, either would make
+    the tool fail to build), and a pattern re compiles slowly (a long one, a wide set) or from deep in the stack (a
+    deeply nested one) refused too."""
+    if not isinstance(pattern, str):
+        return True
+    if (len(pattern) > MAX_PATTERN_CHARS or _nesting(pattern) > _MAX_PATTERN_NESTING
+            or compile_size(pattern) > MAX_COMPILE_SIZE):
+        return False
+    try:
+        re.compile(pattern)
+    except (re.error, OverflowError, RecursionError, ValueError):
+        return False
+    return True
+
+
+def _nesting(pattern: str) -> int:
+    """The deepest nesting of ``pattern``'s groups, as the count of open parentheses (escaped ones not counted)."""
+    depth = deepest = 0
+    escaped = False
+    for char in pattern:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char == ")":
+            depth = max(depth - 1, 0)
+    return deepest
+
+
+_MAX_PATTERN_NESTING = 50
+# As check_schema checks (Haystack's check): with the format checker, so a pattern that is no regular expression
+# is refused and found (and its keyword dropped).
+_FORMATS = FormatChecker()
+_FORMATS.checks("regex")(_regex)
+_META = Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=_FORMATS)
 
 
 def _error(schema: Any) -> Exception | None:
@@ -189,20 +224,70 @@ def _refused(schema: Any) -> list[list[Any]] | None:
         found = sorted({tuple(error.path) for error in _META.iter_errors(schema)}, key=len)
     except RecursionError:
         return None
-    kept: list[tuple[Any, ...]] = []
-    for path in found:
-        if not any(path[: len(outer)] == outer for outer in kept):
-            kept.append(path)
-    return [list(path) for path in kept]
+    kept: set[tuple[Any, ...]] = set()
+    for path in found:  # shortest first: a path is dropped when one of its prefixes was kept
+        if not any(path[:size] in kept for size in range(len(path) + 1)):
+            kept.add(path)
+    return [list(path) for path in sorted(kept, key=len)]
 
 
-def _modern(node: Any) -> Any:
-    """Draft-04/07 forms as 2020-12 ones, everywhere in ``node``."""
-    if isinstance(node, list):
-        return [_modern(item) for item in node]
-    if not isinstance(node, dict):
+# Where a schema holds schemas: name -> schema maps, lists of schemas, one schema (and items, either).
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+_SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+_SCHEMA_ONE = frozenset({"items", "additionalItems", "additionalProperties", "not", "if", "then", "else", "contains",
+                         "propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema"})
+
+
+def _kind(parent: str, key: Any, value: Any) -> str:
+    """What ``value`` is, found under ``key`` in a node of kind ``parent``: "schema", "map" (names to schemas),
+    "list" (of schemas) or "data" (a value: an enum's, a default, a keyword this module does not know)."""
+    if parent in ("map", "list"):
+        return "schema"
+    if parent != "schema":
+        return "data"
+    if key in _SCHEMA_MAPS and isinstance(value, dict):
+        return "map"
+    if (key in _SCHEMA_LISTS or key == "items") and isinstance(value, list):
+        return "list"
+    if key in _SCHEMA_ONE and isinstance(value, dict):
+        return "schema"
+    return "data"
+
+
+def _walk(node: Any, change: Any, kind: str = "schema") -> Any:
+    """``node`` with ``change`` applied to every schema in it (its own object first, then the schemas inside it);
+    values (an ``enum``'s, a ``default``) are left as they are."""
+    if kind == "data":
         return node
-    out = {key: _modern(value) for key, value in node.items()}
+    if kind == "schema":
+        if not isinstance(node, dict):
+            return node
+        node = change(node)
+        return {key: _walk(value, change, _kind("schema", key, value)) for key, value in node.items()}
+    if kind == "map":
+        return {key: _walk(value, change, "schema") for key, value in node.items()}
+    return [_walk(item, change, "schema") for item in node]
+
+
+def _once(node: dict[str, Any]) -> dict[str, Any]:
+    """``required``, ``type`` and ``dependentRequired`` lists with each string once: jsonschema's ``uniqueItems``
+    compares a list it cannot sort (strings and numbers) pair by pair, a cost a server could make quadratic. The
+    strings of a list that holds anything else are kept, each once (the rest would be refused)."""
+    out = dict(node)
+    for key in ("required", "type"):
+        if isinstance(out.get(key), list):
+            out[key] = list(dict.fromkeys(item for item in out[key] if isinstance(item, str)))
+    needed = out.get("dependentRequired")
+    if isinstance(needed, dict):
+        out["dependentRequired"] = {
+            name: list(dict.fromkeys(item for item in names if isinstance(item, str))) if isinstance(names, list) else names
+            for name, names in needed.items()}
+    return out
+
+
+def _modern(node: dict[str, Any]) -> dict[str, Any]:
+    """One schema's draft-04/07 forms as 2020-12 ones (the schemas inside it are :func:`_walk`'s)."""
+    out = dict(node)
     items = out.get("items")
     if isinstance(items, list):  # draft-07 tuple form
         out["prefixItems"] = items
@@ -222,27 +307,28 @@ def _modern(node: Any) -> Any:
     return out
 
 
-_SCHEMA_MAPS = {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
-
-
 def _loosened(schema: dict[str, Any], path: list[Any]) -> dict[str, Any]:
     """``schema`` without what the meta-schema refused at ``path``.
 
     In the deepest object above the refused value, the keyword holding it is
     dropped (a wrong ``type`` goes, the rest of that node stays); a refused
     property (or definition) becomes an empty schema, which accepts anything.
+    What each object on the path is (a schema, or a map of names to schemas)
+    is read from its place, not its key: a property may be called ``properties``.
     """
     if not path:
         return {"type": "object", "properties": {}}
     nodes: list[Any] = [schema]
+    kinds = ["schema"]
     for key in path[:-1]:
-        nodes.append(nodes[-1][key])
+        value = nodes[-1][key]
+        kinds.append(_kind(kinds[-1], key, value))
+        nodes.append(value)
     for depth in range(len(path) - 1, -1, -1):
-        node = nodes[depth]
-        if isinstance(node, dict):
+        node, kind = nodes[depth], kinds[depth]
+        if isinstance(node, dict) and kind in ("schema", "map"):
             key = path[depth]
-            container = path[depth - 1] if depth > 0 else None
-            if container in _SCHEMA_MAPS:
+            if kind == "map":
                 node[key] = {}
             else:
                 node.pop(key, None)

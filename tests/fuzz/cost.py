@@ -92,6 +92,7 @@ def growth(cost: Callable[[int], float], n: int) -> tuple[float, list[float]]:
 def assert_linear(cost: Callable[[int], float], n: int, what: str, limit: float = LINEAR_RATIO) -> None:
     """Fail when the cost of ``what`` grows faster than linearly between sizes ``n`` and ``32n``."""
     ratio, costs = growth(cost, n)
+    assert max(costs) <= STEP_LIMIT, f"{what}: a step ran past {STEP_LIMIT} steps (costs at n, 2n, 16n, 32n: {costs})"
     assert ratio <= limit, (f"{what}: cost grows {ratio:.0f}x from 16n->32n as from n->2n (linear: 16); "
                             f"costs at n, 2n, 16n, 32n: {costs}")
 

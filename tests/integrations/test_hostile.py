@@ -14,6 +14,8 @@ from mcpcall.integrations._core import RESERVED, MCPTool, Unique, identifier
 from mcpcall.types import TextContent
 from mcpcall.types.tools import CallToolResult, parse_tool
 
+from tests.fuzz.cost import assert_linear, steps
+
 from .conftest import framework
 
 
@@ -169,3 +171,119 @@ def test_haystack_repairs_every_bad_node_in_few_checks(monkeypatch: pytest.Monke
     out = mcp_haystack.parameters(schema)
     assert out["properties"]["p0"] == {} and out["properties"]["p1"] == {"type": "string"}
     assert len(checks) <= 4  # whole-schema checks: one finds all 43 bad nodes (not one check per node)
+
+
+def _mixed(n: int) -> list[Any]:
+    """Strings and numbers: a list jsonschema's uniqueItems cannot sort, so compares pair by pair."""
+    return [i if i % 2 else str(i) for i in range(n)]
+
+
+def test_haystack_repair_costs_grow_linearly() -> None:
+    framework("haystack")
+    from mcpcall.integrations import haystack as mcp_haystack
+
+    def unique(n: int) -> float:  # required and type lists the meta-schema's uniqueItems checks
+        return steps(mcp_haystack.parameters, {"type": "object", "required": _mixed(n), "properties": {
+            "a": {"type": ["string"] + _mixed(n)}, "b": {"type": "object", "dependentRequired": {"x": _mixed(n)}}}})
+
+    def refused(n: int) -> float:  # n nodes refused at once: which to repair, found without comparing them pairwise
+        return steps(mcp_haystack.parameters, {"type": "object", "properties": {f"p{i}": 1 for i in range(n)}})
+
+    assert_linear(unique, 100, "haystack.parameters of mixed required/type lists")
+    assert_linear(refused, 20, "haystack.parameters of many refused properties")
+    out = mcp_haystack.parameters({"type": "object", "required": ["a", 1, "a", "b"], "properties": {
+        "a": {"type": ["string", "string", 5]}, "b": {"enum": [["x", "x"]], "const": {"required": [1, 1]}}}})
+    assert out["required"] == ["a", "b"] and out["properties"]["a"] == {"type": ["string"]}
+    assert out["properties"]["b"] == {"enum": [["x", "x"]], "const": {"required": [1, 1]}}  # values stay as they are
+
+
+def test_haystack_drops_patterns_re_would_compile_at_the_servers_cost() -> None:
+    framework("haystack")
+    from haystack.tools import Tool
+    from mcpcall.integrations import haystack as mcp_haystack
+
+    long = "(?:" + "a" * 100_000 + "|" + "a" * 100_000 + ")"  # re: quadratic in the shared prefix
+    schema = {"type": "object", "properties": {
+        "long": {"type": "string", "pattern": long},
+        "wide": {"type": "string", "pattern": "(?i)" + "[\x00-\uffff]" * 40},
+        "deep": {"type": "string", "pattern": "(" * 60 + "a" + ")" * 60},
+        "fair": {"type": "string", "pattern": "(" * 40 + "a" + ")" * 40},
+        "escaped": {"type": "string", "pattern": "\\(" * 60 + "a"},
+        "names": {"type": "object", "patternProperties": {"(" * 60 + "a" + ")" * 60: {}}},
+    }}
+    out = mcp_haystack.parameters(schema)
+    props = out["properties"]
+    assert props["long"] == props["wide"] == props["deep"] == {"type": "string"}
+    assert props["fair"] == schema["properties"]["fair"] and props["escaped"] == schema["properties"]["escaped"]
+    assert props["names"] == {"type": "object"}
+    Tool(name="t", description="d", parameters=out, function=lambda **kw: kw)
+
+
+def test_haystack_reads_a_nodes_place_not_its_key() -> None:
+    framework("haystack")
+    from mcpcall.integrations import haystack as mcp_haystack
+
+    out = mcp_haystack.parameters({"type": "object", "properties": {
+        "properties": {"type": "strin", "description": "kept"}, "y": {"type": "string"},
+        "items": {"type": "object", "properties": {"$defs": {"type": 5}}}}})
+    assert out == {"type": "object", "properties": {
+        "properties": {"description": "kept"}, "y": {"type": "string"},
+        "items": {"type": "object", "properties": {"$defs": {}}}}}
+
+
+def test_haystack_tool_is_made_when_haystacks_own_check_runs_out_of_stack(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Haystack checks the schema again, deeper in the stack than ours: a RecursionError there makes a tool that
+    # takes any arguments, not a listing that fails
+    framework("haystack")
+    from mcpcall.integrations import haystack as mcp_haystack
+
+    real = mcp_haystack.Tool
+    seen: list[Any] = []
+
+    def tool(**kwargs: Any) -> Any:
+        seen.append(kwargs["parameters"])
+        if len(seen) == 1:
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(**kwargs)
+
+    monkeypatch.setattr(mcp_haystack, "Tool", tool)
+    made = mcp_haystack._tool(mcp_tool({"type": "object", "properties": {"a": {"type": "string"}}}), None)
+    assert seen[0]["properties"] == {"a": {"type": "string"}} and made.parameters == {"type": "object", "properties": {}}
+
+
+def test_dspy_arguments_check_at_a_linear_cost_and_stay_valid_for_dspys_own_check(sent: list[Any]) -> None:
+    framework("dspy")
+    from jsonschema import Draft202012Validator, validators
+    from mcpcall.integrations import dspy as mcp_dspy
+
+    def unique(n: int) -> float:
+        return steps(mcp_dspy.arguments, {"type": "object", "properties": {
+            "a": {"type": "object", "required": _mixed(n)}, "b": {"type": ["string"] + _mixed(n)}}})
+
+    assert_linear(unique, 100, "dspy.arguments of mixed required/type lists")
+    schema = {"type": "object", "$defs": {"A": {"type": "string"}}, "properties": {
+        "old": {"$schema": "http://json-schema.org/draft-04/schema#", "type": "number", "exclusiveMinimum": 0},
+        "dyn": {"$dynamicRef": "#meta", "$id": "urn:x", "type": "string"},
+        "data": {"const": {"pattern": "x", "$ref": "#/$defs/A"}, "enum": [{"$schema": 1}]},
+        "req": {"type": "object", "required": ["a", 1, "a"]}}}
+    args = mcp_dspy.arguments(schema)
+    assert args["old"] == {"type": "number", "exclusiveMinimum": 0, "default": None}
+    assert args["dyn"] == {"type": "string", "default": None}
+    assert args["data"]["const"] == {"pattern": "x", "$ref": "#/$defs/A"} and args["data"]["enum"] == [{"$schema": 1}]
+    assert args["req"]["required"] == ["a"]
+    for name, arg in args.items():  # what DSPy's call runs: the validator its $schema names
+        validators.validator_for(arg, default=Draft202012Validator).check_schema(arg)
+    tool = mcp_dspy._tool(mcp_tool(schema), False)
+    tool(old=1, dyn="x", data={"pattern": "x", "$ref": "#/$defs/A"}, req={"a": 1})
+    assert sent == [{"old": 1, "dyn": "x", "data": {"pattern": "x", "$ref": "#/$defs/A"}, "req": {"a": 1}}]
+
+
+def test_dspy_text_is_within_the_budget_however_often_a_definition_is_named() -> None:
+    framework("dspy")
+    from mcpcall.integrations import dspy as mcp_dspy
+
+    schema = _laughs(8, 4)
+    schema["$defs"]["d8"] = {"type": "string", "description": "x" * 10_000}
+    schema["properties"] = {f"a{i}": {"$ref": "#/$defs/d0"} for i in range(10)}
+    text = len(repr(mcp_dspy.arguments(mcp_tool(schema).schema)))
+    assert text <= mcp_dspy._MAX_TOOL_VALUES * mcp_dspy._TEXT_UNIT * 1.2  # 4^8 copies of 10 KB, inlined naively

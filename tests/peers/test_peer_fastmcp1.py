@@ -425,5 +425,6 @@ def test_streamable_http_against_an_sse_server_does_not_fall_back(peers: dict[st
         assert error.status == 405, message
     seen = peer.stderr()[before:]
     assert "request POST /sse" in seen, seen
+    # A fallback opens GET /sse before any POST /messages/ (a POST /messages/ here may be an earlier test's
+    # cancellation, its line read late from the shared server's stderr).
     assert "request GET /sse" not in seen, f"fell back to HTTP+SSE:\n{seen}"
-    assert "/messages/" not in seen, f"fell back to HTTP+SSE:\n{seen}"

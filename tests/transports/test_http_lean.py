@@ -307,6 +307,8 @@ import os, signal, sys, threading
 sys.path.insert(0, os.getcwd())
 import mcpcall
 from tests.servers.http_fault_server import FaultServer
+# Python's own Ctrl-C handler, whatever this process inherited (a shell's background job ignores SIGINT)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 server = FaultServer().start()
 server.stall.add("stuck")

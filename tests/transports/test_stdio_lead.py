@@ -181,6 +181,8 @@ import os, signal, sys, threading, time
 sys.path.insert(0, os.getcwd())
 import mcpcall
 from tests.conftest import fault_argv
+# Python's own Ctrl-C handler, whatever this process inherited (a shell's background job ignores SIGINT)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 client = mcpcall.connect(fault_argv("hang"), protocol="legacy")
 transport = client.transport
