@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from typing import Any
 
@@ -82,6 +83,7 @@ DEPTHS = [MAX_DEPTH - 2, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1, 100, 101, 500,
 # A deep value is drawn as a marker that materialize() replaces: Hypothesis prints (and shrinks) the marker,
 # where printing the value itself would recurse past Python's limit.
 _DEEP = "\ue000deep:"
+_MARKER = re.compile(re.escape(_DEEP) + r"(-?[0-9]+):(list|dict|mixed)")
 
 
 def deep_marker(depth: int, kind: str) -> str:
@@ -95,9 +97,10 @@ very_deep_values = st.builds(deep_marker, st.sampled_from([2_000, 5_000]), st.sa
 
 def materialize(value: Any) -> Any:
     """``value`` with every deep marker (see :data:`deep_values`) replaced by the value it stands for."""
-    if isinstance(value, str) and value.startswith(_DEEP):
-        depth, kind = value[len(_DEEP):].split(":")
-        return nested(int(depth) if int(depth) > 0 else sys.getrecursionlimit() + int(depth), kind)
+    marker = _MARKER.fullmatch(value) if isinstance(value, str) else None
+    if marker is not None:  # only a marker as deep_marker makes it: Hypothesis also makes texts that start like one
+        depth, kind = int(marker.group(1)), marker.group(2)
+        return nested(depth if depth > 0 else sys.getrecursionlimit() + depth, kind)
     if isinstance(value, list):
         return [materialize(item) for item in value]
     if isinstance(value, dict):
