@@ -15,14 +15,18 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 import atheris
 
 with atheris.instrument_imports():
     from mcpcall import sse
-    from mcpcall.errors import ProtocolError
-    from mcpcall.sse import MAX_RETRY_MS, LargeEvent, SSEDecoder
+    from mcpcall.sse import MAX_RETRY_MS
+
+# The checkout, after site-packages (the installed mcpcall is the one fuzzed), for the decoding shared with the tests.
+sys.path.append(str(Path(__file__).resolve().parents[2]))
+from tests.fuzz.sse_events import REFUSED, events_of
 
 # The decoder scaled down: a data line of 16 bytes is taken out of the buffer and then kept as its reads (64 KiB
 # in use), its reads in Pieces of small blocks, so that short inputs take the paths of lines of megabytes.
@@ -32,17 +36,9 @@ BIG = 40
 
 
 def events(chunks: list[bytes], limit: int) -> Any:
-    decoder = SSEDecoder(max_event_bytes=limit)
-    out = []
-    try:
-        for chunk in chunks:
-            for event in decoder.feed(chunk):
-                data = event.data if not isinstance(event, LargeEvent) else b"".join(event.take()).decode("utf-8", "replace")
-                out.append((event.event, data, event.id, event.retry))
-    except ProtocolError:
-        return "refused"
-    assert decoder.retry_ms is None or 0 <= decoder.retry_ms <= MAX_RETRY_MS
-    return out, decoder.last_event_id, decoder.retry_ms
+    found = events_of(chunks, limit)
+    assert found == REFUSED or found[2] is None or 0 <= found[2] <= MAX_RETRY_MS
+    return found
 
 
 def TestOneInput(data: bytes) -> None:  # noqa: N802 - atheris' name
@@ -58,13 +54,13 @@ def TestOneInput(data: bytes) -> None:  # noqa: N802 - atheris' name
     chunks = [stream[a:b] for a, b in zip([0, *points], [*points, len(stream)])]
     whole = events([stream], limit)
     cut = events(chunks, limit)
-    if "refused" in (whole, cut):  # whether an unfinished line grows past the limit depends on where reads end
+    if REFUSED in (whole, cut):  # whether an unfinished line grows past the limit depends on where reads end
         assert oversize(stream, limit), "refused, though no line or event is over the limit"
     else:
         assert cut == whole, "a chunking changed the events"
     head = stream[:2000]
     one, each = events([head], limit), events([bytes([b]) for b in head], limit)
-    assert one == each or (oversize(head, limit) and "refused" in (one, each)), "byte by byte differs"
+    assert one == each or (oversize(head, limit) and REFUSED in (one, each)), "byte by byte differs"
 
 
 def oversize(stream: bytes, limit: int) -> bool:

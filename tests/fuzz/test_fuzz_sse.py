@@ -22,6 +22,7 @@ from mcpcall.sse import MAX_RETRY_MS, LargeEvent, SSEDecoder
 
 from .cost import assert_comparable, assert_linear_time, seconds
 from .profiles import fuzz
+from .sse_events import events_of
 
 # --------------------------------------------------------------------------------------------------
 # SSE: a reference implementation of the WHATWG event-stream interpretation
@@ -288,20 +289,6 @@ def big_chunkings(stream: bytes) -> st.SearchStrategy[list[bytes]]:
         st.lists(st.integers(0, n), max_size=30).map(cut),
         st.lists(st.sampled_from([b + d for b in breaks for d in (-1, 0, 1, 2)] or [0]), max_size=30).map(cut),
     )
-
-
-def events_of(chunks: list[bytes], limit: int) -> tuple[Any, ...]:
-    """What a decoder fed ``chunks`` gives: its events' fields and its state, or the error it raised."""
-    decoder = SSEDecoder(max_event_bytes=limit)
-    out = []
-    try:
-        for chunk in chunks:
-            for event in decoder.feed(chunk):
-                data = event.data if not isinstance(event, LargeEvent) else b"".join(event.take()).decode("utf-8", "replace")
-                out.append((event.event, data, event.id, event.retry))
-    except ProtocolError:
-        return ("refused",)
-    return (out, decoder.last_event_id, decoder.retry_ms)
 
 
 @fuzz(40)
