@@ -95,6 +95,7 @@ def log_later(logger: logging.Logger, level: int, msg: str, *args: Any, exc_info
     global _deferred_lost
     if not logger.isEnabledFor(level):
         return
+    args = as_text(args)
     if exc_info:
         msg, args = with_traceback(msg, args)
     with _deferred_lock:
@@ -114,10 +115,19 @@ def with_traceback(msg: str, args: tuple[Any, ...]) -> tuple[str, tuple[Any, ...
     return f"{msg}\n%s", (*args, traceback.format_exc().rstrip())
 
 
+def as_text(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A record's ``args`` with every exception among them as its text: for the reason :func:`with_traceback`
+    gives, a record must not hold an exception (nor, through it, its traceback's frames)."""
+    for arg in args:
+        if isinstance(arg, BaseException):
+            return tuple(str(item) if isinstance(item, BaseException) else item for item in args)
+    return args
+
+
 def log_exception(logger: logging.Logger, level: int, msg: str, *args: Any) -> None:
     """``logger.exception``'s record, with the traceback as text (:func:`with_traceback`), at ``level``."""
     if logger.isEnabledFor(level):
-        msg, args = with_traceback(msg, args)
+        msg, args = with_traceback(msg, as_text(args))
         logger.log(level, msg, *args)
 
 
@@ -276,6 +286,7 @@ class CallbackRunner:
         """
         if not logger.isEnabledFor(level):
             return
+        args = as_text(args)
         if exc_info:
             msg, args = with_traceback(msg, args)
         if not on_io_thread():

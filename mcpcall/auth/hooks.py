@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import requests
 
+from ..callbacks import as_text
 from ..transports._exchanges import Exchange, current_exchange, current_sending
 
 if TYPE_CHECKING:  # tokens.py logs through emit() here: no import of it at run time
@@ -49,7 +50,7 @@ def emit(logger: logging.Logger, level: int, fmt: str, *args: Any) -> None:
     """Log a record of an auth hook: off the I/O thread inside one of mcpcall's sends, else here."""
     context = current_sending()
     if context is None:
-        logger.log(level, fmt, *args)
+        logger.log(level, fmt, *as_text(args))
     elif logger.isEnabledFor(level):
         context.log(level, fmt, *args, logger=logger.name)
 

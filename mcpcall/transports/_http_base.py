@@ -573,7 +573,7 @@ class HTTPBase(Transport):
             with self._lock:
                 if self._exchanges.get(job.request_id) is exchange:
                     del self._exchanges[job.request_id]
-                self._ended_locked(exchange)
+                self._active.discard(exchange)
                 self._busy -= 1
 
     def _work(self) -> None:
@@ -594,7 +594,7 @@ class HTTPBase(Transport):
                 with self._lock:
                     if self._exchanges.get(job.request_id) is job.exchange:
                         del self._exchanges[job.request_id]
-                    self._ended_locked(job.exchange)
+                    self._active.discard(job.exchange)
                     self._idle += 1
                     self._busy -= 1
 
@@ -604,10 +604,6 @@ class HTTPBase(Transport):
     def _not_run(self, job: Job) -> None:
         """``job`` was aborted before it ran (its request was cancelled, answered or failed, or the client closed):
         let go of what was kept for it until it ended."""
-
-    def _ended_locked(self, exchange: Exchange) -> None:
-        """Under the lock: ``exchange`` is over."""
-        self._active.discard(exchange)
 
     def skipped_note(self, since: int = 0, request_id: Any = None) -> str | None:
         """What explains the silence of request ``request_id``, or None: a name lookup of its that had not finished
@@ -662,7 +658,7 @@ class HTTPBase(Transport):
             if timer is not None:
                 timer.cancel()
             with self._lock:
-                self._ended_locked(exchange)
+                self._active.discard(exchange)
         if error is not None:
             raise error
         if not exchange.aborted.is_set():

@@ -12,6 +12,7 @@ import logging
 import threading
 from typing import Any, Callable, Protocol
 
+from ..callbacks import as_text
 from ..errors import MCPError
 from ..jsonrpc import RequestId
 
@@ -121,7 +122,7 @@ class Transport:
         if receiver is not None:
             receiver.log(level, fmt, *args, logger=self.logger_name)
         else:
-            logging.getLogger(self.logger_name).log(level, fmt, *args)
+            logging.getLogger(self.logger_name).log(level, fmt, *as_text(args))
 
     def start(self, receiver: Receiver, *, timeout: float | None = None) -> None:
         """Open the connection and begin delivering incoming messages to ``receiver``.

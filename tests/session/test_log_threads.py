@@ -224,3 +224,42 @@ def test_a_logging_filter_that_raises_on_a_deferred_record_neither_kills_the_cal
     finally:
         runner.close()
         logger.removeFilter(picky)
+
+
+def test_a_record_never_holds_an_exception_given_as_an_argument() -> None:
+    # Whatever a log call passes, the record a handler keeps holds the exception's text, not the exception (whose
+    # traceback's frames would keep what raised it alive as long as the record): every way a record is made.
+    from mcpcall.auth.hooks import emit
+    from mcpcall.callbacks import CallbackRunner, log_exception, log_later
+    from mcpcall.transports.memory import MemoryTransport as Bare
+
+    logger = logging.getLogger("mcpcall.test-as-text")
+    kept: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            kept.append(record)
+
+    keep = Keep()
+    logger.addHandler(keep)
+    logger.setLevel(logging.DEBUG)
+    runner = CallbackRunner("as-text-test")
+    error = ValueError("the cause")
+    try:
+        runner.log(logger, logging.WARNING, "runner: %s %s", error, 1)
+        log_later(logger, logging.WARNING, "later: %s", error)
+        log_exception(logger, logging.WARNING, "exception: %s", error)
+        emit(logger, logging.WARNING, "hook: %s", error)
+        bare = Bare(lambda message: None)
+        bare.logger_name = logger.name
+        bare._log(logging.WARNING, "transport: %s", error)
+        ran = threading.Event()
+        runner.submit(ran.set)  # the deferred record is emitted before this callback
+        assert ran.wait(10)
+        messages = sorted(record.getMessage().split("\n")[0] for record in kept)
+        assert messages == ["exception: the cause", "hook: the cause", "later: the cause", "runner: the cause 1",
+                            "transport: the cause"]
+        assert not any(isinstance(arg, BaseException) for record in kept for arg in record.args or ())
+    finally:
+        runner.close()
+        logger.removeHandler(keep)
