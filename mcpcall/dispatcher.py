@@ -141,6 +141,12 @@ class RequestFuture(Future):  # type: ignore[type-arg]
         """
         self._check = check
 
+    @property
+    def check_pending(self) -> bool:
+        """Whether reading the result runs its check now (set, and not run yet by any reader). Once the Future is
+        done, it only goes from True to False."""
+        return self._check is not None
+
     def add_checked_callback(self, fn: Callable[[Future[Any]], object]) -> None:
         """Call ``fn(future)`` once the outcome is final, the result's check included: reading it then runs no check.
 
@@ -532,7 +538,7 @@ class Dispatcher:
         else:
             limit = timeout
             within = (f"within {timeout:g} s", "raise timeout= if the operation is slow")
-        note = self._skipped_note(entry.skipped, entry.request_id)
+        note = self.skipped_note(entry.skipped, entry.request_id)
         entry.future.fail(
             RequestTimeout(
                 f"server {self.name!r} did not answer {entry.method} {within[0]}{'; ' + note if note else ''} "
@@ -544,7 +550,7 @@ class Dispatcher:
         )
         self._transport_cancel(entry, f"timed out after {limit:g} s")
 
-    def _skipped_note(self, since: int, request_id: RequestId) -> str:
+    def skipped_note(self, since: int, request_id: RequestId) -> str:
         """What the transport skipped since its count was ``since`` (what the peer wrote instead), or what request
         ``request_id`` waited for (HTTP: its connect), or ""."""
         try:

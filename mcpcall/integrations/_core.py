@@ -286,10 +286,11 @@ async def _outcome(future: Future[T], elsewhere: Callable[[Callable[[], T]], Awa
     A :class:`~mcpcall.RequestFuture` checks its result against the tool's
     ``outputSchema`` on the thread that first reads it, and ``asyncio.wrap_future``
     would read it on the loop's thread. The loop is only told when the call is
-    done; the result is then read in the loop's default executor, holding one of
-    its workers for the check alone (never for the wait), or, once that executor
-    is shut down, by ``elsewhere`` (:meth:`MCPTool._start`: a thread of its own).
-    Cancelling the awaiting task cancels the call.
+    done; a result with no check left to run is then read on the loop, and one
+    with a check in the loop's default executor, holding one of its workers for
+    the check alone (never for the wait), or, once that executor is shut down,
+    by ``elsewhere`` (:meth:`MCPTool._start`: a thread of its own). Cancelling
+    the awaiting task cancels the call.
     """
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
@@ -308,6 +309,8 @@ async def _outcome(future: Future[T], elsewhere: Callable[[Callable[[], T]], Awa
         raise
     if future.cancelled():
         raise asyncio.CancelledError
+    if not getattr(future, "check_pending", False):  # a failure, or a result with nothing to check: read here
+        return future.result(0)
     try:
         reading = loop.run_in_executor(None, future.result, 0)
     except RuntimeError:  # the default executor is shut down (an application's, or asyncio.run's, way out)
@@ -472,9 +475,17 @@ def identifier(name: str, taken: Iterable[str] | Unique = ()) -> str:
     return (taken if isinstance(taken, Unique) else Unique(taken))(out)
 
 
+def unique_strings(items: list[Any]) -> list[str]:
+    """The strings of ``items``, each once, in order: a schema's ``required`` or ``type`` list as the JSON Schema
+    meta-schema takes it (anything else there is refused, and jsonschema's ``uniqueItems`` compares a list it
+    cannot sort, strings and numbers, pair by pair: a cost a server could make quadratic)."""
+    return list(dict.fromkeys(item for item in items if isinstance(item, str)))
+
+
 def media(result: CallToolResult) -> list[ImageContent | AudioContent]:
     """The image and audio blocks of a result (their ``data`` is the decoded bytes; ``mime_type`` says what)."""
     return [block for block in result.content if isinstance(block, (ImageContent, AudioContent))]
 
 
-__all__ = ["MAX_NAME", "MCPTool", "ToolCallFailed", "ToolProgress", "Unique", "api_name", "identifier", "mcp_tools", "media", "model_name", "require", "result_text"]
+__all__ = ["MAX_NAME", "MCPTool", "ToolCallFailed", "ToolProgress", "Unique", "api_name", "identifier", "mcp_tools", "media", "model_name", "require", "result_text",
+           "unique_strings"]

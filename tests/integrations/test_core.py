@@ -347,3 +347,33 @@ def test_an_awaited_call_is_read_though_the_loops_executor_was_shut_down(source:
         return await add.acall({"a": 2, "b": 3})
 
     assert run_async(main).structured_content == {"sum": 5}
+
+
+@pytest.mark.parametrize("source", ["client", "registry"])
+def test_an_awaited_result_with_nothing_to_check_is_read_on_the_loop(source: str, demo: mcpcall.Client) -> None:
+    """Only a result whose outputSchema check is still to run is read in the loop's executor: a tool without an
+    outputSchema (echo), or a failure, costs no thread handoff; add (which has one) still goes there."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    tools = {t.name.replace("mcp__demo__", ""): t for t in mcp_tools(source_of(source, demo), timeout=20)}
+    handed: list[Any] = []
+
+    class Counting(ThreadPoolExecutor):
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            handed.append(fn)
+            return super().submit(fn, *args, **kwargs)
+
+    async def main() -> Any:
+        executor = Counting(1)
+        asyncio.get_running_loop().set_default_executor(executor)
+        try:
+            echoed = await tools["echo"].acall({"message": "here"})
+            before = len(handed)
+            added = await tools["add"].acall({"a": 2, "b": 3})
+            return echoed, before, added
+        finally:
+            executor.shutdown(wait=False)
+
+    echoed, before, added = run_async(main)
+    assert echoed.text == "here" and before == 0
+    assert added.structured_content == {"sum": 5} and len(handed) == 1
