@@ -33,10 +33,11 @@ import json
 import logging
 import sys
 import threading
-import traceback
 import weakref
 from types import FrameType
 from typing import TYPE_CHECKING, Any
+
+from .callbacks import log_exception
 
 if TYPE_CHECKING:
     from .client import Client
@@ -112,8 +113,7 @@ def claim(client: Client, spec: Any, caller: FrameType | None) -> Client:
         try:
             old.close()
         except Exception:  # noqa: BLE001 - the new client is connected: closing the old one must not undo that
-            # The traceback as text: a handler that keeps records would keep it, and through it the old client.
-            log.warning("server %r: closing the earlier client failed:\n%s", client.name, traceback.format_exc().rstrip())
+            log_exception(log, logging.WARNING, "server %r: closing the earlier client failed:", client.name)
     return client
 
 

@@ -43,7 +43,7 @@ from typing import Any
 from ..registry import result_text
 from ..registry.gemini import resolve_pointer
 from ..types import CallToolResult
-from ._core import MCPTool, ToolProgress, mcp_tools, require
+from ._core import MCPTool, ToolProgress, mcp_tools, require, unique_strings
 
 _dspy = require("dspy", "dspy", "DSPy")
 _DSPyTool: Any = _dspy.Tool
@@ -204,9 +204,9 @@ def _inlined(node: Any, root: Mapping[str, Any], refs: tuple[str, ...], budget: 
         elif key in _DATA:
             rest[key] = _data(value, budget, depth + 1)
         elif key in ("required", "type") and isinstance(value, list):
-            rest[key] = _data(_once(value), budget, depth + 1)
+            rest[key] = _data(unique_strings(value), budget, depth + 1)
         elif key == "dependentRequired" and isinstance(value, Mapping):
-            rest[key] = {name: _data(_once(names) if isinstance(names, list) else names, budget, depth + 1)
+            rest[key] = {name: _data(unique_strings(names) if isinstance(names, list) else names, budget, depth + 1)
                          for name, names in value.items()}
         elif isinstance(value, list):
             rest[key] = [_inlined(item, root, refs, budget, depth + 1, targets) for item in value]
@@ -234,11 +234,6 @@ def _data(value: Any, budget: list[int], depth: int) -> Any:
     if isinstance(value, list):
         return [_data(item, budget, depth + 1) for item in value]
     return value if value is None or isinstance(value, (str, int, float, bool)) else None
-
-
-def _once(items: list[Any]) -> list[str]:
-    """The strings of ``items``, each once, in order (anything else in a ``required`` or ``type`` list is refused)."""
-    return list(dict.fromkeys(item for item in items if isinstance(item, str)))
 
 
 def _valid(schema: Any) -> bool:

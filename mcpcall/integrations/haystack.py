@@ -48,7 +48,7 @@ from typing import Any
 from ..patterns import MAX_COMPILE_SIZE, MAX_PATTERN_CHARS, compile_size
 from ..registry import result_text
 from ..types import CallToolResult, ImageContent
-from ._core import MCPTool, ToolProgress, mcp_tools, media, require
+from ._core import MCPTool, ToolProgress, mcp_tools, media, require, unique_strings
 
 require("haystack", "haystack", "Haystack (haystack-ai)")
 _tools = require("haystack.tools", "haystack", "Haystack (haystack-ai)")
@@ -157,8 +157,10 @@ def parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
     out.pop("$schema", None)
     for _ in range(_PASSES):  # each pass loosens every node refused, found in one check of the whole
         paths = _refused(out)
-        if not paths:
+        if paths is None:
             break
+        if not paths:
+            return out  # nothing refused: no need of a last check
         for path in paths[:_MAX_REPAIRS]:
             try:
                 out = _loosened(out, path)
@@ -276,12 +278,11 @@ def _once(node: dict[str, Any]) -> dict[str, Any]:
     out = dict(node)
     for key in ("required", "type"):
         if isinstance(out.get(key), list):
-            out[key] = list(dict.fromkeys(item for item in out[key] if isinstance(item, str)))
+            out[key] = unique_strings(out[key])
     needed = out.get("dependentRequired")
     if isinstance(needed, dict):
-        out["dependentRequired"] = {
-            name: list(dict.fromkeys(item for item in names if isinstance(item, str))) if isinstance(names, list) else names
-            for name, names in needed.items()}
+        out["dependentRequired"] = {name: unique_strings(names) if isinstance(names, list) else names
+                                    for name, names in needed.items()}
     return out
 
 

@@ -306,9 +306,7 @@ class ToolRegistry:
                          server, str(exc), tool)
                 result = client.call_tool(tool, arguments, timeout=left, on_progress=on_progress)
         except BaseException as exc:
-            self._pool.failed(state, exc)
-            self._stats.record(name, server, tool, monotonic() - started, model_text(exc), isinstance(exc, RequestTimeout),
-                               retried=retried)
+            self._failed(state, name, server, tool, monotonic() - started, exc, retried)
             raise
         self._pool.succeeded(state)
         self._stats.record(name, server, tool, monotonic() - started, "isError" if result.is_error else None,
@@ -362,9 +360,7 @@ class ToolRegistry:
         try:
             future = client.call_tool_future(sent.tool, sent.arguments, timeout=left, on_progress=sent.on_progress)
         except BaseException as exc:  # refused before it was sent (arguments, a closed client): counted as call() does
-            self._pool.failed(state, exc)
-            self._stats.record(sent.name, sent.server, sent.tool, monotonic() - started, model_text(exc),
-                               isinstance(exc, RequestTimeout), retried=retried)
+            self._failed(state, sent.name, sent.server, sent.tool, monotonic() - started, exc, retried)
             raise
         future.sent = sent  # type: ignore[attr-defined]  # for call_again: what to send once more, and where
         future.retried = retried  # type: ignore[attr-defined]
@@ -380,9 +376,7 @@ class ToolRegistry:
                 self._expired(sent, state, exc, elapsed)
                 return
             if exc is not None:
-                self._pool.failed(state, exc)
-                self._stats.record(sent.name, sent.server, sent.tool, elapsed, model_text(exc),
-                                   isinstance(exc, RequestTimeout), retried=retried)
+                self._failed(state, sent.name, sent.server, sent.tool, elapsed, exc, retried)
                 return
             self._pool.succeeded(state)
             result = done.result()
@@ -395,14 +389,19 @@ class ToolRegistry:
             future.add_done_callback(ended)
         return future
 
+    def _failed(self, state: ServerState, name: str, server: str, tool: str, elapsed: float | None, exc: BaseException,
+                retried: bool) -> None:
+        """A call that failed with ``exc``: the restart policy and the stats hear of it."""
+        self._pool.failed(state, exc)
+        self._stats.record(name, server, tool, elapsed, model_text(exc), isinstance(exc, RequestTimeout), retried=retried)
+
     def _expired(self, sent: _Sent, state: ServerState, exc: SessionExpired, elapsed: float) -> None:
         """``sent`` was answered ``SessionExpired``: call_again's to send once more; counted now if it cannot be."""
         with sent.lock:
             if sent.again or self._can_send_again(sent, state):
                 return  # sent again already (counted when that one ends), or call_again's to decide
             sent.again = "counted"
-        self._pool.failed(state, exc)
-        self._stats.record(sent.name, sent.server, sent.tool, elapsed, model_text(exc), retried=False)
+        self._failed(state, sent.name, sent.server, sent.tool, elapsed, exc, False)
 
     def _can_send_again(self, sent: _Sent, state: ServerState) -> bool:
         client = state.client
@@ -439,9 +438,8 @@ class ToolRegistry:
                 send = True
         if not send:
             done_at = getattr(future, "done_at", None)
-            self._pool.failed(state, exc)
-            self._stats.record(sent.name, sent.server, sent.tool, None if done_at is None else done_at - sent.started,
-                               model_text(exc), retried=False)
+            self._failed(state, sent.name, sent.server, sent.tool, None if done_at is None else done_at - sent.started,
+                         exc, False)
             return None
         client = state.client
         assert client is not None

@@ -276,12 +276,7 @@ class Caller:
         """What explains the silence of request ``request_id`` now (HTTP: a TCP connect, TLS handshake or name lookup
         of its that had not finished), as the dispatcher adds to a timeout; "" when nothing does. Lines a stdio
         server wrote earlier are not counted: the requests that waited for them said so."""
-        transport = self.connection.transport
-        try:
-            note = transport.skipped_note(transport.skipped(), request_id)
-        except Exception:  # noqa: BLE001 - the timeout is reported whatever the transport says
-            return ""
-        return note or ""
+        return self.connection.dispatcher.skipped_note(self.connection.transport.skipped(), request_id)
 
     # -- the modern era: result types, rounds, retries (reader and callbacks threads) ------
 
