@@ -417,7 +417,8 @@ def test_sse_transport_new_session_whose_stream_names_no_endpoint(server: FaultS
         server.expire_after = None
         server.endpoint_event = False
         started = time.monotonic()
-        with pytest.raises(mcpcall.ProtocolError, match=f"server {NAME!r} sent no endpoint event within 1 s"):
+        # the wait is what was left of the call's second when the stream was opened (0.999 s on a busy machine)
+        with pytest.raises(mcpcall.ProtocolError, match=rf"server {NAME!r} sent no endpoint event within (1|0\.9\d*) s"):
             client.call_tool("echo", {"message": "no endpoint"}, timeout=1)
         assert time.monotonic() - started < 1 + 1.5
         assert client.alive and client.transport.session_lost  # type: ignore[attr-defined]
